@@ -1,0 +1,59 @@
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+from . import lineage
+from .forms import EndpointProfileForm
+from .models import Action, Campaign, ContextSnapshot, EndpointProfile
+
+STORY_PREVIEW = 50
+
+
+@admin.register(EndpointProfile)
+class EndpointProfileAdmin(admin.ModelAdmin):
+    form = EndpointProfileForm
+    list_display = ["name", "base_url", "chat_model", "embedding_model", "context_token_budget", "is_default", "has_key"]
+    list_filter = ["is_default", "is_scripted_demo"]
+    search_fields = ["name", "base_url", "chat_model"]
+
+    @admin.display(boolean=True, description="API key")
+    def has_key(self, obj: EndpointProfile) -> bool:
+        return obj.has_api_key
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    list_display = ["title", "owner", "endpoint", "narration_length", "updated"]
+    list_filter = ["narration_length", "endpoint", "owner"]
+    search_fields = ["title", "owner__username", "plot_essentials"]
+    raw_id_fields = ["owner", "head"]
+    readonly_fields = ["story", "created", "updated"]
+
+    @admin.display(description=f"Story (the newest {STORY_PREVIEW} actions of the lineage)")
+    def story(self, obj: Campaign) -> str:
+        actions = lineage.tail(obj.pk, obj.head_id, STORY_PREVIEW)
+        if not actions:
+            return "Not started."
+        rows = format_html_join(
+            "", "<p><strong>{}</strong> {}</p>", ((a.get_kind_display(), a.text) for a in actions)
+        )
+        return format_html('<div style="max-height:30rem;overflow:auto;white-space:pre-wrap">{}</div>', rows)
+
+
+@admin.register(Action)
+class ActionAdmin(admin.ModelAdmin):
+    list_display = ["id", "campaign", "kind", "status", "depth", "created"]
+    list_filter = ["kind", "status"]
+    search_fields = ["text", "campaign__title"]
+    raw_id_fields = ["campaign", "parent"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ContextSnapshot)
+class ContextSnapshotAdmin(admin.ModelAdmin):
+    list_display = ["action", "created"]
+    raw_id_fields = ["action"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class StoryappConfig(AppConfig):
+    name = "storyapp"
+    verbose_name = "Stories"

@@ -1,0 +1,84 @@
+"""Reading the story: the path from the root of the action tree to a head.
+
+Every read of the lineage goes through this module. The actions form a tree,
+and what a prompt, a retrieval query or a summary may see is one path of it;
+a query that read "the campaign's newest actions" instead would leak turns the
+reader undid and branched away from.
+
+The path is walked upwards from the head with a recursive CTE that follows
+`parent_id` one primary-key lookup at a time and stops after `limit` steps, so
+reading a window costs time in proportion to the window, never to the length
+of the story (a 10,000-action story reads 40 rows for a 40-action window).
+Both SQLite and PostgreSQL run the same SQL.
+"""
+
+from __future__ import annotations
+
+from .models import Action
+
+PAGE = 64
+
+_WALK_SQL = """
+WITH RECURSIVE chain(id, steps) AS (
+    SELECT id, 0 FROM {table} WHERE id = %s AND campaign_id = %s
+    UNION ALL
+    SELECT a.parent_id, chain.steps + 1
+    FROM {table} a JOIN chain ON a.id = chain.id
+    WHERE a.parent_id IS NOT NULL AND chain.steps + 1 < %s
+)
+SELECT a.* FROM {table} a JOIN chain ON a.id = chain.id ORDER BY a.depth
+"""
+
+
+def window(campaign_id: int, head_id: int | None, limit: int) -> list[Action]:
+    """The last `limit` actions of the lineage ending at `head_id`, oldest first."""
+    if head_id is None or limit <= 0:
+        return []
+    sql = _WALK_SQL.format(table=Action._meta.db_table)
+    return list(Action.objects.raw(sql, [head_id, campaign_id, limit]))
+
+
+def window_covering(campaign_id: int, head_id: int | None, tokens: int) -> list[Action]:
+    """The newest lineage actions whose stored token counts add up to at least
+    `tokens` (or the whole lineage, if shorter), oldest first.
+
+    The prompt builder can use no more history than its budget, so a window
+    that already holds a budget's worth of tokens is provably enough.
+    """
+    actions: list[Action] = []
+    covered = 0
+    cursor = head_id
+    while cursor is not None and covered < tokens:
+        page = window(campaign_id, cursor, PAGE)
+        if not page:
+            break
+        page_covered = 0
+        kept: list[Action] = []
+        for action in reversed(page):
+            kept.append(action)
+            page_covered += action.token_count
+            if covered + page_covered >= tokens:
+                break
+        covered += page_covered
+        actions = list(reversed(kept)) + actions
+        cursor = page[0].parent_id if len(kept) == len(page) else None
+    return actions
+
+
+def tail(campaign_id: int, head_id: int | None, count: int) -> list[Action]:
+    """The newest `count` lineage actions, oldest first."""
+    return window(campaign_id, head_id, count)
+
+
+def contains(campaign_id: int, head_id: int | None, action: Action) -> bool:
+    """Whether `action` lies on the lineage ending at `head_id`."""
+    if head_id is None:
+        return False
+    head_depth = (
+        Action.objects.filter(pk=head_id, campaign_id=campaign_id).values_list("depth", flat=True).first()
+    )
+    if head_depth is None or action.depth > head_depth:
+        return False
+    steps = head_depth - action.depth + 1
+    chain = window(campaign_id, head_id, steps)
+    return bool(chain) and chain[0].pk == action.pk

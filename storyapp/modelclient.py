@@ -1,0 +1,97 @@
+"""Calling an OpenAI-compatible endpoint, and saying plainly what went wrong.
+
+The reader sees the failure message on the page, so each one names what
+happened and what to do, never a stack trace or the API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import openai
+
+from .endpoints import validate_base_url
+from .models import EndpointProfile
+
+
+class ModelFailure(Exception):
+    """The endpoint did not produce a narration; the message is for the reader."""
+
+
+def client_for(profile: EndpointProfile, *, timeout: float | None = None) -> openai.OpenAI:
+    # Checked again at call time: the allowlist may have narrowed since the
+    # profile was saved.
+    validate_base_url(profile.base_url)
+    seconds = timeout if timeout is not None else profile.timeout_seconds
+    return openai.OpenAI(
+        base_url=profile.base_url,
+        api_key=profile.api_key or "not-needed",
+        timeout=httpx.Timeout(seconds, connect=min(10.0, seconds)),
+        max_retries=0,
+    )
+
+
+def describe(exc: Exception, profile: EndpointProfile) -> str:
+    where = f"the model endpoint “{profile.name}” ({profile.base_url})"
+    if isinstance(exc, openai.APITimeoutError):
+        return f"{where} did not answer within {profile.timeout_seconds} seconds. Press Retry to try again."
+    if isinstance(exc, openai.APIConnectionError):
+        return f"Could not reach {where}. Check that the server is running, then press Retry."
+    if isinstance(exc, openai.AuthenticationError):
+        return f"{where} refused the API key (401). An admin can update the key on the endpoint profile."
+    if isinstance(exc, openai.PermissionDeniedError):
+        return f"{where} refused access to the model (403)."
+    if isinstance(exc, openai.NotFoundError):
+        return f"{where} does not know the model “{profile.chat_model}” (404). Check the model name."
+    if isinstance(exc, openai.RateLimitError):
+        return f"{where} is rate limiting requests (429). Wait a moment, then press Retry."
+    if isinstance(exc, openai.BadRequestError):
+        return f"{where} rejected the request (400): {_message(exc)}"
+    if isinstance(exc, openai.APIStatusError):
+        return f"{where} failed with an error ({exc.status_code}). Press Retry to try again."
+    return f"{where} failed: {exc.__class__.__name__}. Press Retry to try again."
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str(error.get("message") or exc.message)[:300]
+
+
+def stream_chat(profile: EndpointProfile, *, system: str, story: str) -> Iterator[str]:
+    """Yields the reply's text as it arrives.
+
+    Raises ModelFailure for anything but a reply that ended properly: an
+    error status, a dropped connection, a refusal, or a stream that stopped
+    without saying it had finished (a cut-off reply must not pass as whole).
+    """
+    client = client_for(profile)
+    finish_reason = None
+    try:
+        stream = client.chat.completions.create(
+            model=profile.chat_model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": story}],
+            temperature=profile.temperature,
+            max_tokens=profile.max_output_tokens,
+            stream=True,
+        )
+        with stream:
+            for chunk in stream:
+                for choice in chunk.choices:
+                    if choice.delta is not None and choice.delta.content:
+                        yield choice.delta.content
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+    except openai.OpenAIError as exc:
+        raise ModelFailure(describe(exc, profile)) from exc
+    except httpx.HTTPError as exc:
+        raise ModelFailure(
+            f"The connection to “{profile.name}” broke off mid-reply. The text so far is kept; press Retry for a new one."
+        ) from exc
+    if finish_reason is None:
+        raise ModelFailure(
+            f"The reply from “{profile.name}” was cut off before it finished. The text so far is kept; press Retry for a new one."
+        )
+    if finish_reason == "content_filter":
+        raise ModelFailure(f"The model behind “{profile.name}” refused to continue this scene (content filter).")

@@ -1,0 +1,162 @@
+from django.conf import settings
+from django.db import models
+
+from . import secrets_at_rest
+from .endpoints import validate_base_url
+
+
+class EndpointProfile(models.Model):
+    """An OpenAI-compatible endpoint and how to call it. Admin-managed."""
+
+    class ApiMode(models.TextChoices):
+        CHAT = "chat", "Chat completions"
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.URLField(max_length=300, validators=[validate_base_url])
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    chat_model = models.CharField(max_length=200)
+    api_mode = models.CharField(max_length=20, choices=ApiMode.choices, default=ApiMode.CHAT)
+    temperature = models.FloatField(default=0.8)
+    max_output_tokens = models.PositiveIntegerField(default=600)
+    context_token_budget = models.PositiveIntegerField(default=8192)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    timeout_seconds = models.PositiveIntegerField(default=120)
+    is_default = models.BooleanField(
+        default=False, help_text="Used by new campaigns that do not pick a profile."
+    )
+    is_scripted_demo = models.BooleanField(
+        default=False, help_text="The built-in scripted demo server, not a real model."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def api_key(self) -> str:
+        return secrets_at_rest.decrypt(self.api_key_encrypted)
+
+    @api_key.setter
+    def api_key(self, value: str) -> None:
+        self.api_key_encrypted = secrets_at_rest.encrypt(value)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+
+class Campaign(models.Model):
+    class NarrationLength(models.TextChoices):
+        UNSET = "", "No preference"
+        BRIEF = "brief", "Brief"
+        MEDIUM = "medium", "Medium"
+        LONG = "long", "Long"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campaigns")
+    title = models.CharField(max_length=200)
+    narrator_prompt = models.TextField(blank=True, help_text="Leave empty for the default narrator rules.")
+    ai_instructions = models.TextField(blank=True)
+    plot_essentials = models.TextField(blank=True)
+    authors_note = models.TextField(blank=True)
+    persona_name = models.CharField(max_length=100, blank=True)
+    persona_pronouns = models.CharField(max_length=50, blank=True)
+    persona_description = models.TextField(blank=True)
+    narration_length = models.CharField(
+        max_length=10, choices=NarrationLength.choices, blank=True, default=NarrationLength.UNSET
+    )
+    # {"rules": [str], "forbidden_status_changes": [{"from": str, "to": str}]}
+    canon = models.JSONField(default=dict, blank=True)
+    # The narrative state before the first action; each action keeps the state after it.
+    initial_state = models.JSONField(default=dict, blank=True)
+    endpoint = models.ForeignKey(
+        EndpointProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="campaigns"
+    )
+    head = models.ForeignKey(
+        "Action", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def canon_rules(self) -> list[str]:
+        rules = (self.canon or {}).get("rules") or []
+        return [rule for rule in rules if isinstance(rule, str) and rule.strip()]
+
+    @property
+    def forbidden_status_changes(self) -> list[dict]:
+        changes = (self.canon or {}).get("forbidden_status_changes") or []
+        return [c for c in changes if isinstance(c, dict) and c.get("from") and c.get("to")]
+
+
+class Action(models.Model):
+    """One step of the story. Actions form a tree; the campaign's head picks
+    the path (the lineage) that is the story being read."""
+
+    class Kind(models.TextChoices):
+        PLAYER = "player", "Player"
+        AI = "ai", "Narrator"
+        SYSTEM = "system", "System"
+
+    class Status(models.TextChoices):
+        DONE = "done", "Done"
+        PENDING = "pending", "Waiting for a worker"
+        STREAMING = "streaming", "Narrating"
+        FAILED = "failed", "Failed"
+        STOPPED = "stopped", "Stopped"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="actions")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    # Distance from the root; the lineage length at this action is depth + 1.
+    depth = models.PositiveIntegerField(default=0)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    text = models.TextField(blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DONE)
+    error = models.TextField(blank=True)
+    stop_requested = models.BooleanField(default=False)
+    # The narrative state after this action, so moving the head restores state
+    # without replaying anything.
+    state = models.JSONField(default=dict, blank=True)
+    state_rejections = models.JSONField(default=list, blank=True)
+    # When the head last arrived here; redo follows the most recently visited child.
+    visited = models.DateTimeField(null=True, blank=True)
+    # Set by the worker while it narrates; a stale heartbeat means the worker died.
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["depth", "id"]
+        indexes = [models.Index(fields=["campaign", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk}"
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in {self.Status.PENDING, self.Status.STREAMING}
+
+
+class ContextSnapshot(models.Model):
+    """Exactly what the narrator was given for one AI action. The inspector
+    renders from this alone, so it survives later edits to the sources."""
+
+    action = models.OneToOneField(Action, on_delete=models.CASCADE, related_name="snapshot")
+    report = models.JSONField()
+    system_text = models.TextField()
+    story_text = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Snapshot for action #{self.action_id}"

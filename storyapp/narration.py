@@ -1,0 +1,127 @@
+"""Narrating one AI action: the worker's side of a turn (DESIGN.md §10).
+
+The narration belongs to the server, not to the browser tab that asked for
+it. The worker claims the pending action, builds the prompt, streams the
+reply into the action row as it arrives (so a reader who reloads, or opens
+the campaign on another device, sees it), checks for Stop between chunks, and
+finishes in one transaction that stores the prose and the context snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from contextbuild import ContextOverflow, build_context
+from contextbuild.tokens import count_tokens
+
+from . import prompting, stateblock
+from .modelclient import ModelFailure, stream_chat
+from .models import Action, ContextSnapshot
+
+log = logging.getLogger(__name__)
+
+#: A narration whose worker has not written for this long is taken to be dead
+#: and may be claimed again (the task is acknowledged late, so it is redelivered).
+STALE_AFTER = timedelta(seconds=90)
+#: How often streamed text is written to the row. Readers follow the row, so
+#: this is the latency they see; writing every token would hammer the database.
+FLUSH_SECONDS = 0.15
+
+
+def claim(action_id: int, *, now: datetime) -> Action | None:
+    """Takes the action for this worker, or None if it is not ours to narrate.
+
+    A conditional UPDATE makes this safe to run twice: a duplicate delivery
+    finds the action already streaming (with a live heartbeat) or done.
+    """
+    claimable = Q(status=Action.Status.PENDING) | Q(
+        status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER
+    )
+    claimed = Action.objects.filter(claimable, pk=action_id, stop_requested=False).update(
+        status=Action.Status.STREAMING, heartbeat=now, text="", error=""
+    )
+    if not claimed:
+        return None
+    return Action.objects.select_related("campaign", "parent").get(pk=action_id)
+
+
+def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> None:
+    action = claim(action_id, now=clock())
+    if action is None:
+        return
+    campaign = action.campaign
+    profile = prompting.endpoint_for(campaign)
+    if profile is None:
+        _fail(action, "No model endpoint is configured for this campaign. Pick one in the campaign's settings.")
+        return
+    try:
+        built = build_context(prompting.turn_inputs(campaign, profile, position=action.parent))
+    except ContextOverflow as exc:
+        _fail(action, str(exc))
+        return
+
+    raw = ""
+    shown = ""
+    last_flush = time.monotonic()
+    stopped = False
+    failure = None
+    try:
+        for delta in stream_chat(profile, system=built.system_text, story=built.story_text):
+            raw += delta
+            if time.monotonic() - last_flush < FLUSH_SECONDS:
+                continue
+            last_flush = time.monotonic()
+            visible = stateblock.visible_prose(raw)
+            if visible == shown:
+                continue
+            shown = visible
+            if not _flush(action_id, shown, now=clock()):
+                stopped = True
+                break
+    except ModelFailure as exc:
+        failure = str(exc)
+    _finish(action, raw, built, stopped=stopped, failure=failure)
+
+
+def _flush(action_id: int, text: str, *, now: datetime) -> bool:
+    """Writes the text so far; False when the reader has pressed Stop."""
+    return bool(
+        Action.objects.filter(pk=action_id, stop_requested=False).update(text=text, heartbeat=now)
+    )
+
+
+@transaction.atomic
+def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | None) -> None:
+    prose, _block = stateblock.split(raw)
+    if failure is None and not stopped:
+        stopped = Action.objects.filter(pk=action.pk, stop_requested=True).exists()
+    if failure is not None:
+        status = Action.Status.FAILED
+    elif stopped:
+        status = Action.Status.STOPPED
+    else:
+        status = Action.Status.DONE
+    if status == Action.Status.DONE and not prose:
+        status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
+    Action.objects.filter(pk=action.pk).update(
+        text=prose,
+        token_count=count_tokens(prose),
+        status=status,
+        error=failure or "",
+        heartbeat=None,
+    )
+    ContextSnapshot.objects.update_or_create(
+        action=action,
+        defaults={"report": built.report, "system_text": built.system_text, "story_text": built.story_text},
+    )
+
+
+def _fail(action: Action, message: str) -> None:
+    Action.objects.filter(pk=action.pk).update(status=Action.Status.FAILED, error=message, heartbeat=None)

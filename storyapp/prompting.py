@@ -1,0 +1,88 @@
+"""Gathering what one turn's prompt is built from.
+
+`contextbuild` never fetches, so this module reads the lineage window, the
+state at the position, the previous narration's refusals and the endpoint's
+settings, turns them into plain records, and hands them over.
+"""
+
+from __future__ import annotations
+
+from contextbuild import records
+
+from . import lineage
+from .models import Action, Campaign, EndpointProfile
+from .services import current_state
+
+
+def endpoint_for(campaign: Campaign) -> EndpointProfile | None:
+    if campaign.endpoint_id is not None:
+        return campaign.endpoint
+    return EndpointProfile.objects.filter(is_default=True).order_by("id").first()
+
+
+def campaign_record(campaign: Campaign) -> records.Campaign:
+    return records.Campaign(
+        title=campaign.title,
+        narrator_prompt=campaign.narrator_prompt,
+        ai_instructions=campaign.ai_instructions,
+        plot_essentials=campaign.plot_essentials,
+        authors_note=campaign.authors_note,
+        persona=records.Persona(
+            name=campaign.persona_name,
+            pronouns=campaign.persona_pronouns,
+            description=campaign.persona_description,
+        ),
+        narration_length=campaign.narration_length,
+        canon_rules=tuple(campaign.canon_rules),
+        forbidden_status_changes=tuple((c["from"], c["to"]) for c in campaign.forbidden_status_changes),
+    )
+
+
+def settings_record(profile: EndpointProfile, *, budget: int | None = None) -> records.ModelSettings:
+    return records.ModelSettings(
+        model=profile.chat_model,
+        api_mode=profile.api_mode,
+        temperature=profile.temperature,
+        max_output_tokens=profile.max_output_tokens,
+        context_token_budget=budget if budget is not None else profile.context_token_budget,
+    )
+
+
+def _in_story(action: Action) -> bool:
+    """Failed narrations and empty stopped ones are not part of the story."""
+    return bool(action.text.strip()) and action.status != Action.Status.FAILED
+
+
+def turn_inputs(
+    campaign: Campaign,
+    profile: EndpointProfile,
+    *,
+    position: Action | None,
+    player_text: str = "",
+    budget: int | None = None,
+) -> records.TurnInputs:
+    """The inputs for a narration that continues the lineage ending at `position`.
+
+    `player_text` is a reader's action not yet stored (the `build_context`
+    command's preview); a stored turn's player action is already the position.
+    """
+    settings = settings_record(profile, budget=budget)
+    window = lineage.window_covering(
+        campaign.pk, position.pk if position else None, settings.context_token_budget
+    )
+    history = tuple(
+        records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count)
+        for a in window
+        if _in_story(a)
+    )
+    last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and _in_story(a)), None)
+    refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
+    return records.TurnInputs(
+        campaign=campaign_record(campaign),
+        settings=settings,
+        history=history,
+        history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),
+        player_text=player_text.strip(),
+        narrative_state=current_state(campaign, position),
+        state_refusals=refusals,
+    )

@@ -1,0 +1,203 @@
+"""Writes to the story: turns, undo/redo/retry, alternatives, edits, campaigns.
+
+Every function here is the one place its change happens, and each runs in one
+transaction with the campaign row locked, so two tabs pressing Undo and
+Submit at the same moment cannot leave the head pointing into a branch the
+other just abandoned.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+
+from contextbuild.tokens import count_tokens
+
+from .models import Action, Campaign, ContextSnapshot
+
+
+class TurnRefused(Exception):
+    """The request cannot be carried out as asked; the message says why."""
+
+
+def _locked(campaign: Campaign) -> Campaign:
+    return Campaign.objects.select_for_update().get(pk=campaign.pk)
+
+
+def _head(campaign: Campaign) -> Action | None:
+    if campaign.head_id is None:
+        return None
+    return Action.objects.get(pk=campaign.head_id)
+
+
+def current_state(campaign: Campaign, head: Action | None) -> dict:
+    """The narrative state at the head: the head's own, or the opening state."""
+    return dict(head.state) if head is not None else dict(campaign.initial_state or {})
+
+
+def _move_head(campaign: Campaign, action: Action | None, *, now: datetime) -> None:
+    campaign.head = action
+    campaign.save(update_fields=["head", "updated"])
+    if action is not None:
+        Action.objects.filter(pk=action.pk).update(visited=now)
+
+
+def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
+            status: str = Action.Status.DONE, now: datetime) -> Action:
+    return Action.objects.create(
+        campaign=campaign,
+        parent=parent,
+        depth=parent.depth + 1 if parent is not None else 0,
+        kind=kind,
+        text=text,
+        token_count=count_tokens(text),
+        status=status,
+        state=current_state(campaign, parent),
+        visited=now,
+    )
+
+
+def _refuse_while_narrating(head: Action | None) -> None:
+    if head is not None and head.in_flight:
+        raise TurnRefused("The narrator is still writing. Wait for it to finish or press Stop.")
+
+
+def _enqueue_narration(action: Action) -> None:
+    from .tasks import narrate_action
+
+    narrate_action.delay_on_commit(action.pk)
+
+
+@transaction.atomic
+def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action | None, Action]:
+    """Stores the reader's action under the head and a pending narration after
+    it, moves the head, and queues the narration once the transaction commits.
+
+    Empty text means "continue": the narrator writes on with no new action.
+    """
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    _refuse_while_narrating(head)
+    text = text.strip()
+    player = None
+    parent = head
+    if text:
+        player = _append(campaign, head, kind=Action.Kind.PLAYER, text=text, now=now)
+        parent = player
+    narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
+    _move_head(campaign, narration, now=now)
+    _enqueue_narration(narration)
+    return player, narration
+
+
+@transaction.atomic
+def turn_undo(*, campaign: Campaign, now: datetime) -> Action | None:
+    """Moves the head to its parent. The undone action stays stored, and redo
+    can bring it back until a new turn branches away from it."""
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    if head is None:
+        raise TurnRefused("There is nothing to undo.")
+    _refuse_while_narrating(head)
+    parent = head.parent
+    campaign.head = parent
+    campaign.save(update_fields=["head", "updated"])
+    return parent
+
+
+@transaction.atomic
+def turn_redo(*, campaign: Campaign, now: datetime) -> Action:
+    """Moves the head to the child it most recently came from."""
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    _refuse_while_narrating(head)
+    child = redo_target(campaign, head)
+    if child is None:
+        raise TurnRefused("There is nothing to redo.")
+    _move_head(campaign, child, now=now)
+    return child
+
+
+def redo_target(campaign: Campaign, head: Action | None) -> Action | None:
+    children = Action.objects.filter(campaign=campaign, parent=head)
+    return children.order_by(F("visited").desc(nulls_last=True), "-id").first()
+
+
+@transaction.atomic
+def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
+    """A fresh narration for the current position.
+
+    At a finished narration: a new alternative beside it (the old one is kept
+    and the reader can flip back). At a failed or stopped one: that same
+    action is narrated again, so a flaky endpoint does not litter the story
+    with dead alternatives. At a reader's action: its narration.
+    """
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    if head is None:
+        raise TurnRefused("There is nothing to retry yet. Write the first action.")
+    _refuse_while_narrating(head)
+    if head.kind == Action.Kind.AI and head.status in {Action.Status.FAILED, Action.Status.STOPPED}:
+        head.text, head.error, head.status, head.stop_requested = "", "", Action.Status.PENDING, False
+        head.token_count = 0
+        head.save(update_fields=["text", "error", "status", "stop_requested", "token_count"])
+        ContextSnapshot.objects.filter(action=head).delete()
+        _enqueue_narration(head)
+        return head
+    parent = head.parent if head.kind == Action.Kind.AI else head
+    narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
+    _move_head(campaign, narration, now=now)
+    _enqueue_narration(narration)
+    return narration
+
+
+def alternatives(action: Action) -> list[Action]:
+    """The narrations written for the same moment, oldest first."""
+    if action.kind != Action.Kind.AI:
+        return [action]
+    return list(
+        Action.objects.filter(campaign_id=action.campaign_id, parent_id=action.parent_id, kind=Action.Kind.AI)
+        .order_by("id")
+    )
+
+
+@transaction.atomic
+def alternative_select(*, campaign: Campaign, action: Action, now: datetime) -> Action:
+    """Makes a sibling narration of the head the head."""
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    _refuse_while_narrating(head)
+    if head is None or head.kind != Action.Kind.AI or action.kind != Action.Kind.AI or action.parent_id != head.parent_id:
+        raise TurnRefused("Only the alternatives of the latest narration can be chosen.")
+    _move_head(campaign, action, now=now)
+    return action
+
+
+@transaction.atomic
+def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
+    """Rewrites an action's text in place; the next prompt reads the new text."""
+    campaign = _locked(campaign)
+    if action.in_flight:
+        raise TurnRefused("A narration cannot be edited while it is being written.")
+    text = text.strip()
+    if not text:
+        raise TurnRefused("An action cannot be empty. Use Undo to take it back.")
+    action.text = text
+    action.token_count = count_tokens(text)
+    action.save(update_fields=["text", "token_count"])
+    return action
+
+
+def narration_stop(*, action: Action) -> bool:
+    """Stops a narration. One no worker has picked up yet stops at once (so a
+    dead worker cannot trap the reader); a running one is flagged, and the
+    worker checks the flag between chunks and keeps what it wrote."""
+    if Action.objects.filter(pk=action.pk, status=Action.Status.PENDING).update(
+        status=Action.Status.STOPPED, stop_requested=True
+    ):
+        return True
+    return bool(
+        Action.objects.filter(pk=action.pk, status=Action.Status.STREAMING).update(stop_requested=True)
+    )

@@ -1,0 +1,214 @@
+"""Loremaster settings, read from the environment.
+
+No variable set means the embedded default: SQLite in `var/`, a Celery broker
+on the filesystem, loopback-only hosts. `DATABASE_URL` selects PostgreSQL and
+`REDIS_URL` selects Redis, which is the hosted shape (DESIGN.md §8).
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+VAR_DIR = Path(env_str("LOREMASTER_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _local_secret_key() -> str:
+    """A per-install key kept in var/, so a laptop run needs no configuration
+    and its sessions survive a restart. Production sets SECRET_KEY."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env_str("SECRET_KEY") or _local_secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# Behind TLS in production: one switch turns on everything `check --deploy` asks for.
+HTTPS = env_bool("HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = 31536000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if env_bool("BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "storyapp",
+    "knowledge",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "storyapp.urls"
+WSGI_APPLICATION = "storyapp.wsgi.application"
+ASGI_APPLICATION = "storyapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite is tuned for one web process and one worker writing at once: WAL lets
+# readers (the stream) go on while the worker appends narration, and
+# IMMEDIATE transactions take the write lock up front instead of failing with
+# "database is locked" halfway through.
+_SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+}
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "loremaster.sqlite3",
+            "OPTIONS": _SQLITE_OPTIONS,
+            # A file, not the in-memory default, so a test can run a real
+            # worker or web server process against the test database.
+            "TEST": {"NAME": str(VAR_DIR / "test-loremaster.sqlite3")},
+        }
+    }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3") and not DATABASES["default"].get("OPTIONS"):
+    DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "campaign_list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve straight from STATICFILES_DIRS when collectstatic has not run (the
+# laptop case); a hosted deploy runs collectstatic and serves the compressed copies.
+WHITENOISE_USE_FINDERS = True
+
+# ---------------------------------------------------------------- Celery
+REDIS_URL = env_str("REDIS_URL")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    # Longer than any narration or index job, so an unacknowledged task is not
+    # redelivered to a second worker while the first is still on it.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    _CELERY_DIR = VAR_DIR / "celery"
+    for _folder in ("queue", "processed"):
+        (_CELERY_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_CELERY_DIR / "queue"),
+        "data_folder_out": str(_CELERY_DIR / "queue"),
+        "data_folder_processed": str(_CELERY_DIR / "processed"),
+        "store_processed": False,
+    }
+
+# ---------------------------------------------------------------- Loremaster
+# Fernet key for API keys at rest. Defaults to one derived from SECRET_KEY so a
+# laptop run needs nothing; a hosted instance sets its own and keeps it stable.
+ENCRYPTION_KEY = env_str("LOREMASTER_ENCRYPTION_KEY")
+
+# Hosts a model endpoint's base URL may point at (SSRF guard). `*.example.com`
+# matches subdomains; a `:port` suffix pins the port.
+ENDPOINT_ALLOWLIST = env_list(
+    "LOREMASTER_ENDPOINT_ALLOWLIST", "127.0.0.1,localhost,[::1],api.openai.com"
+)
+MODEL_TIMEOUT_SECONDS = env_int("LOREMASTER_MODEL_TIMEOUT", 120)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # The openai client logs request options at DEBUG, headers included.
+        "openai": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,33 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from . import views
+
+campaign_patterns = [
+    path("", views.campaign_play, name="campaign_play"),
+    path("edit/", views.campaign_edit, name="campaign_edit"),
+    path("delete/", views.campaign_delete, name="campaign_delete"),
+    path("story/earlier/", views.story_earlier, name="story_earlier"),
+    path("turn/", views.turn_submit, name="turn_submit"),
+    path("undo/", views.turn_undo, name="turn_undo"),
+    path("redo/", views.turn_redo, name="turn_redo"),
+    path("retry/", views.turn_retry, name="turn_retry"),
+    path("actions/<int:action_id>/", views.action_detail, name="action_detail"),
+    path("actions/<int:action_id>/edit/", views.action_edit, name="action_edit"),
+    path("actions/<int:action_id>/choose/", views.alternative_choose, name="alternative_choose"),
+    path("actions/<int:action_id>/stop/", views.narration_stop, name="narration_stop"),
+    path("actions/<int:action_id>/stream/", views.action_stream, name="action_stream"),
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="campaign_list", permanent=False)),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("campaigns/", views.campaign_list, name="campaign_list"),
+    path("campaigns/new/", views.campaign_create, name="campaign_create"),
+    path("campaigns/<int:pk>/", include(campaign_patterns)),
+    path("models/", views.connect_model, name="connect_model"),
+]

@@ -1,0 +1,288 @@
+"""The reader's pages: campaigns, the play page and its htmx endpoints.
+
+Every view that takes an id loads it through `_campaign_for` or `_action_for`,
+which filter by the requesting reader: another reader's object is a 404, the
+same answer as an id that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import trigger_client_event
+
+from . import lineage, services
+from .forms import ActionEditForm, CampaignForm, TurnForm
+from .models import Action, Campaign
+from .prompting import endpoint_for
+
+STORY_PAGE = 60
+STREAM_POLL_SECONDS = 0.2
+STREAM_MAX_SECONDS = 15 * 60
+STREAM_KEEPALIVE_SECONDS = 15
+
+
+def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
+    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+
+
+def _action_for(request: HttpRequest, pk: int, action_id: int) -> Action:
+    return get_object_or_404(Action, pk=action_id, campaign_id=pk, campaign__owner=request.user)
+
+
+@login_required
+def campaign_list(request: HttpRequest) -> HttpResponse:
+    campaigns = Campaign.objects.filter(owner=request.user).select_related("head")
+    return render(request, "storyapp/campaign_list.html", {"campaigns": campaigns})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_create(request: HttpRequest) -> HttpResponse:
+    form = CampaignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        campaign = form.save(commit=False)
+        campaign.owner = request.user
+        campaign.save()
+        return redirect("campaign_play", pk=campaign.pk)
+    return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    form = CampaignForm(request.POST or None, instance=campaign)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Settings saved.")
+        return redirect("campaign_play", pk=campaign.pk)
+    return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": campaign})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    if request.method == "POST":
+        title = campaign.title
+        campaign.delete()
+        messages.success(request, f"Deleted “{title}”.")
+        return redirect("campaign_list")
+    return render(request, "storyapp/campaign_delete.html", {"campaign": campaign})
+
+
+def _story_context(campaign: Campaign) -> dict:
+    head = Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
+    actions = lineage.tail(campaign.pk, campaign.head_id, STORY_PAGE)
+    alternatives = services.alternatives(head) if head is not None and head.kind == Action.Kind.AI else []
+    profile = endpoint_for(campaign)
+    return {
+        "campaign": campaign,
+        "head": head,
+        "actions": actions,
+        "earlier": actions[0] if actions and actions[0].parent_id else None,
+        "alternatives": alternatives,
+        "alternative_index": next((i for i, a in enumerate(alternatives, 1) if a.pk == head.pk), 0) if head else 0,
+        "can_undo": head is not None and not head.in_flight,
+        "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
+        "can_retry": head is not None and not head.in_flight,
+        "endpoint": profile,
+    }
+
+
+@login_required
+def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    context = _story_context(campaign)
+    context["turn_form"] = TurnForm()
+    template = "storyapp/play.html"
+    if request.htmx:
+        template += "#story"
+    return render(request, template, context)
+
+
+@login_required
+def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
+    """An earlier page of the lineage, for long stories (the page shows the newest only)."""
+    campaign = _campaign_for(request, pk)
+    before = _action_for(request, pk, int(request.GET.get("before", 0) or 0))
+    if not lineage.contains(campaign.pk, campaign.head_id, before):
+        raise Http404("That action is not in the story being read.")
+    actions = lineage.window(campaign.pk, before.parent_id, STORY_PAGE)
+    return render(request, "storyapp/play.html#earlier", {
+        "campaign": campaign,
+        "actions": actions,
+        "earlier": actions[0] if actions and actions[0].parent_id else None,
+    })
+
+
+def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = "") -> HttpResponse:
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect("campaign_play", pk=campaign.pk)
+    campaign.refresh_from_db()
+    context = _story_context(campaign)
+    context["error"] = error
+    return render(request, "storyapp/play.html#story", context)
+
+
+@login_required
+@require_POST
+def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    form = TurnForm(request.POST)
+    if not form.is_valid():
+        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])))
+    try:
+        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
+    except services.TurnRefused as exc:
+        return _story_response(request, campaign, error=str(exc))
+    response = _story_response(request, campaign)
+    return trigger_client_event(response, "turn-accepted") if request.htmx else response
+
+
+def _story_command(request: HttpRequest, pk: int, command) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    try:
+        command(campaign=campaign, now=timezone.now())
+    except services.TurnRefused as exc:
+        return _story_response(request, campaign, error=str(exc))
+    return _story_response(request, campaign)
+
+
+@login_required
+@require_POST
+def turn_undo(request: HttpRequest, pk: int) -> HttpResponse:
+    return _story_command(request, pk, services.turn_undo)
+
+
+@login_required
+@require_POST
+def turn_redo(request: HttpRequest, pk: int) -> HttpResponse:
+    return _story_command(request, pk, services.turn_redo)
+
+
+@login_required
+@require_POST
+def turn_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return _story_command(request, pk, services.turn_retry)
+
+
+@login_required
+@require_POST
+def alternative_choose(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    campaign = _campaign_for(request, pk)
+    action = _action_for(request, pk, action_id)
+    try:
+        services.alternative_select(campaign=campaign, action=action, now=timezone.now())
+    except services.TurnRefused as exc:
+        return _story_response(request, campaign, error=str(exc))
+    return _story_response(request, campaign)
+
+
+@login_required
+def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    """One action, as the story shows it: what a finished stream swaps in."""
+    action = _action_for(request, pk, action_id)
+    if not request.htmx:
+        return redirect("campaign_play", pk=pk)
+    campaign = action.campaign
+    return render(request, "storyapp/play.html#action", {"campaign": campaign, "action": action, "head": campaign.head})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    action = _action_for(request, pk, action_id)
+    campaign = action.campaign
+    form = ActionEditForm(request.POST or None, initial={"text": action.text})
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.action_edit(campaign=campaign, action=action, text=form.cleaned_data["text"])
+        except services.TurnRefused as exc:
+            error = str(exc)
+        else:
+            if not request.htmx:
+                return redirect("campaign_play", pk=pk)
+            return render(request, "storyapp/play.html#action", {"campaign": campaign, "action": action, "head": campaign.head})
+    template = "storyapp/action_edit.html" if request.htmx else "storyapp/action_edit_page.html"
+    return render(request, template, {"campaign": campaign, "action": action, "form": form, "error": error})
+
+
+@login_required
+@require_POST
+def narration_stop(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    action = _action_for(request, pk, action_id)
+    services.narration_stop(action=action)
+    if not request.htmx:
+        return redirect("campaign_play", pk=pk)
+    return HttpResponse(status=204)
+
+
+def _sse(event: str, data: str, event_id: int | None = None) -> str:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines += [f"data: {line}" for line in data.split("\n")]
+    return "\n".join(lines) + "\n\n"
+
+
+@login_required
+async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    """Server-sent events for a narration being written.
+
+    Follows the action row rather than the worker, so any web process can
+    serve it and a reconnect resumes from the last event id (the length of
+    text already sent). Runs as an async view: a listening reader costs a
+    coroutine, not a web worker.
+    """
+    user = await request.auser()
+    owned = Action.objects.filter(pk=action_id, campaign_id=pk, campaign__owner=user)
+    if not await owned.aexists():
+        raise Http404("No such narration.")
+    sent = request.headers.get("Last-Event-ID") or request.GET.get("offset") or "0"
+    offset = int(sent) if sent.isdigit() else 0
+
+    async def events():
+        nonlocal offset
+        started = last_write = time.monotonic()
+        yield "retry: 1000\n\n"
+        while time.monotonic() - started < STREAM_MAX_SECONDS:
+            row = await owned.values("text", "status").afirst()
+            if row is None:
+                break
+            text = row["text"]
+            if len(text) > offset:
+                yield _sse("chunk", escape(text[offset:]), len(text))
+                offset = len(text)
+                last_write = time.monotonic()
+            if row["status"] not in (Action.Status.PENDING, Action.Status.STREAMING):
+                break
+            if time.monotonic() - last_write > STREAM_KEEPALIVE_SECONDS:
+                yield ": keep-alive\n\n"
+                last_write = time.monotonic()
+            await asyncio.sleep(STREAM_POLL_SECONDS)
+        yield _sse("done", "", offset)
+
+    return StreamingHttpResponse(
+        events(),
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def connect_model(request: HttpRequest) -> HttpResponse:
+    """How to connect a real model; linked from every scripted demo narration."""
+    return render(request, "storyapp/connect_model.html", {"admin_url": reverse("admin:storyapp_endpointprofile_changelist")})

@@ -1,0 +1,91 @@
+import json
+import re
+
+import pytest
+
+from contextbuild import (
+    EMIT_REMINDER,
+    STATE_RULE,
+    Campaign,
+    Persona,
+    render_canon,
+    render_persona,
+    render_refusals,
+    render_state,
+)
+from tests.contextbuild.samples import STATE
+
+
+def test_state_shows_scene_location_entities_and_open_threads():
+    text = render_state(STATE)
+    assert "Scene: Mara waits at the quay." in text
+    assert "Location: Westhaven harbour" in text
+    assert "- Aldric [aldric] (alive; also called the harbourmaster)" in text
+    assert "- Return the broken seal [seal]" in text
+
+
+def test_state_leaves_out_resolved_threads():
+    assert "Pay the ferryman" not in render_state(STATE)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{}, None, {"scene": {}, "entities": {}, "threads": {}}, {"threads": {"x": {"status": "resolved"}}}],
+)
+def test_state_is_empty_when_there_is_nothing_to_say(state):
+    assert render_state(state) == ""
+
+
+def test_state_tolerates_malformed_entries():
+    text = render_state({"entities": {"ghost": "not a dict"}, "scene": "not a dict"})
+    assert "- ghost [ghost]" in text
+
+
+def test_canon_states_rules_and_forbidden_changes():
+    campaign = Campaign(
+        canon_rules=("Magic always costs blood.", "  "),
+        forbidden_status_changes=(("dead", "alive"),),
+    )
+    assert render_canon(campaign) == (
+        "Campaign canon (these are true and may not be contradicted):\n"
+        "- Magic always costs blood.\n"
+        "- Nothing that is dead can become alive."
+    )
+
+
+def test_canon_is_empty_without_rules():
+    assert render_canon(Campaign()) == ""
+
+
+@pytest.mark.parametrize(
+    ("persona", "expected"),
+    [
+        (Persona("Mara", "she/her", "A smuggler."), "Player character:\nYou are Mara (she/her). A smuggler."),
+        (Persona("Mara"), "Player character:\nYou are Mara."),
+        (Persona(description="A smuggler."), "Player character:\nA smuggler."),
+        (Persona(pronouns="she/her"), ""),
+        (Persona(), ""),
+    ],
+)
+def test_persona_needs_a_name_or_a_description(persona, expected):
+    assert render_persona(persona) == expected
+
+
+def test_refusals_list_each_refused_change():
+    text = render_refusals(("aldric: dead -> alive is forbidden", ""))
+    assert "- aldric: dead -> alive is forbidden" in text
+    assert text.count("\n- ") == 1
+
+
+def test_no_refusal_note_without_refusals():
+    assert render_refusals(()) == ""
+
+
+def test_state_rule_example_is_a_valid_block_using_the_vocabulary():
+    block = re.search(r"<state>(\{.*\})</state>", STATE_RULE).group(1)
+    events = json.loads(block)["events"]
+    assert {event["type"] for event in events} == {"scene", "entity", "thread"}
+
+
+def test_emit_reminder_repeats_the_block_demand():
+    assert "<state>" in EMIT_REMINDER
