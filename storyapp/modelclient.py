@@ -53,6 +53,13 @@ def describe(exc: Exception, profile: EndpointProfile) -> str:
     return f"{where} failed: {exc.__class__.__name__}. Press Retry to try again."
 
 
+def _cut_off(profile: EndpointProfile) -> str:
+    return (
+        f"The reply from “{profile.name}” was cut off before it finished. "
+        "The text so far is kept; press Retry for a new narration."
+    )
+
+
 def _message(exc: openai.APIStatusError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else body
@@ -68,6 +75,7 @@ def stream_chat(profile: EndpointProfile, *, system: str, story: str) -> Iterato
     """
     client = client_for(profile)
     finish_reason = None
+    started = False
     try:
         stream = client.chat.completions.create(
             model=profile.chat_model,
@@ -78,20 +86,19 @@ def stream_chat(profile: EndpointProfile, *, system: str, story: str) -> Iterato
         )
         with stream:
             for chunk in stream:
+                started = True
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
                         yield choice.delta.content
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
+    except (openai.APIConnectionError, httpx.HTTPError) as exc:
+        if started and not isinstance(exc, openai.APITimeoutError):
+            raise ModelFailure(_cut_off(profile)) from exc
+        raise ModelFailure(describe(exc, profile)) from exc
     except openai.OpenAIError as exc:
         raise ModelFailure(describe(exc, profile)) from exc
-    except httpx.HTTPError as exc:
-        raise ModelFailure(
-            f"The connection to “{profile.name}” broke off mid-reply. The text so far is kept; press Retry for a new one."
-        ) from exc
     if finish_reason is None:
-        raise ModelFailure(
-            f"The reply from “{profile.name}” was cut off before it finished. The text so far is kept; press Retry for a new one."
-        )
+        raise ModelFailure(_cut_off(profile))
     if finish_reason == "content_filter":
         raise ModelFailure(f"The model behind “{profile.name}” refused to continue this scene (content filter).")

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -126,11 +127,12 @@ def test_each_passage_carries_its_provenance_line(overrides, label):
 
 def test_report_records_used_dropped_and_suppressed_with_reasons_and_costs():
     duplicate = candidate(9, duplicate_of=1)
-    result = knowledge(
-        candidate(1, words=10), candidate(2, words=400),
-        semantic_note="no embedding model", considered=12,
+    result = replace(
+        knowledge(candidate(1, words=10), candidate(2, words=400)),
+        suppressed=(duplicate,),
+        semantic_note="no embedding model",
+        considered=12,
     )
-    result = KnowledgeResult(**{**result.__dict__, "suppressed": (duplicate,)})
     record = inject.report(inject.select(inject.plan(result, 8000), 1000))
 
     [used] = record["used"]

@@ -31,4 +31,5 @@ def test_contextbuild_imports_no_framework_clock_or_network():
 
 def test_purity_check_sees_every_module():
     names = {path.name for path in PACKAGE.glob("*.py")}
-    assert {"builder.py", "inject.py", "records.py", "rules.py", "lengths.py", "tokens.py"} <= names
+    expected = {"builder.py", "inject.py", "records.py", "rules.py", "lengths.py", "tokens.py"}
+    assert expected <= names

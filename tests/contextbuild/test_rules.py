@@ -30,7 +30,12 @@ def test_state_leaves_out_resolved_threads():
 
 @pytest.mark.parametrize(
     "state",
-    [{}, None, {"scene": {}, "entities": {}, "threads": {}}, {"threads": {"x": {"status": "resolved"}}}],
+    [
+        {},
+        None,
+        {"scene": {}, "entities": {}, "threads": {}},
+        {"threads": {"x": {"status": "resolved"}}},
+    ],
 )
 def test_state_is_empty_when_there_is_nothing_to_say(state):
     assert render_state(state) == ""
@@ -60,7 +65,10 @@ def test_canon_is_empty_without_rules():
 @pytest.mark.parametrize(
     ("persona", "expected"),
     [
-        (Persona("Mara", "she/her", "A smuggler."), "Player character:\nYou are Mara (she/her). A smuggler."),
+        (
+            Persona("Mara", "she/her", "A smuggler."),
+            "Player character:\nYou are Mara (she/her). A smuggler.",
+        ),
         (Persona("Mara"), "Player character:\nYou are Mara."),
         (Persona(description="A smuggler."), "Player character:\nA smuggler."),
         (Persona(pronouns="she/her"), ""),

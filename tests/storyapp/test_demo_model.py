@@ -11,31 +11,31 @@ import pytest
 
 from storyapp.demomodel import DISCLAIMER, REFUSAL, STATE_BLOCK, DemoModelServer
 
-# Until tests/conftest.py imports the fixtures; harmless once it does.
-pytest_plugins = ["tests.model_server"]
-
 TURN = [{"role": "system", "content": "You narrate."}, {"role": "user", "content": "I open the door."}]
 
 
-def client(server, **options):
-    return openai.OpenAI(base_url=server.base_url, api_key="any", max_retries=0, **options)
+@pytest.fixture(scope="module")
+def api(model_server):
+    """One client for the module: building one costs a fifth of a second."""
+    with openai.OpenAI(base_url=model_server.base_url, api_key="any", max_retries=0) as client:
+        yield client
 
 
-def chat(server, content="I open the door.", **options):
+def chat(api, content="I open the door.", **options):
     messages = [{"role": "user", "content": content}]
-    return client(server).chat.completions.create(model="demo-narrator", messages=messages, **options)
+    return api.chat.completions.create(model="demo-narrator", messages=messages, **options)
 
 
 def cosine(a, b):
     return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-def test_models_list_names_the_chat_and_embedding_models(model):
-    assert [m.id for m in client(model).models.list()] == ["demo-narrator", "demo-embed"]
+def test_models_list_names_the_chat_and_embedding_models(api, model):
+    assert [m.id for m in api.models.list()] == ["demo-narrator", "demo-embed"]
 
 
-def test_reply_says_it_is_a_demo_and_ends_with_an_empty_state_block(model):
-    completion = client(model).chat.completions.create(model="demo-narrator", messages=TURN)
+def test_reply_says_it_is_a_demo_and_ends_with_an_empty_state_block(api, model):
+    completion = api.chat.completions.create(model="demo-narrator", messages=TURN)
 
     choice = completion.choices[0]
     assert DISCLAIMER in choice.message.content
@@ -47,18 +47,18 @@ def test_reply_says_it_is_a_demo_and_ends_with_an_empty_state_block(model):
     assert completion.usage.prompt_tokens == 6
 
 
-def test_narration_is_deterministic_per_message_and_varies_across_messages(model):
+def test_narration_is_deterministic_per_message_and_varies_across_messages(api, model):
     actions = ["I open the door.", "I light a torch.", "I wait.", "I call out.", "I run.", "I sing."]
-    replies = [chat(model, action).choices[0].message.content for action in actions]
+    replies = [chat(api, action).choices[0].message.content for action in actions]
 
-    assert chat(model, actions[0]).choices[0].message.content == replies[0]
+    assert chat(api, actions[0]).choices[0].message.content == replies[0]
     assert len(set(replies)) > 1
 
 
-def test_stream_sends_role_then_small_content_chunks_then_stop(model):
-    expected = chat(model).choices[0].message.content
+def test_stream_sends_role_then_small_content_chunks_then_stop(api, model):
+    expected = chat(api).choices[0].message.content
 
-    chunks = list(chat(model, stream=True))
+    chunks = list(chat(api, stream=True))
 
     assert chunks[0].choices[0].delta.role == "assistant"
     contents = [c.choices[0].delta.content for c in chunks[1:-1]]
@@ -69,31 +69,31 @@ def test_stream_sends_role_then_small_content_chunks_then_stop(model):
     assert chunks[-1].object == "chat.completion.chunk"
 
 
-def test_stream_reports_usage_when_asked(model):
-    chunks = list(chat(model, stream=True, stream_options={"include_usage": True}))
+def test_stream_reports_usage_when_asked(api, model):
+    chunks = list(chat(api, stream=True, stream_options={"include_usage": True}))
 
     assert chunks[-1].choices == []
     assert chunks[-1].usage.completion_tokens > 0
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_max_tokens_cuts_the_reply_with_finish_reason_length(model, stream):
+def test_max_tokens_cuts_the_reply_with_finish_reason_length(api, model, stream):
     if stream:
-        chunks = list(chat(model, stream=True, max_tokens=5))
+        chunks = list(chat(api, stream=True, max_tokens=5))
         text = "".join(c.choices[0].delta.content or "" for c in chunks)
         finish = chunks[-1].choices[0].finish_reason
     else:
-        choice = chat(model, max_completion_tokens=5).choices[0]
+        choice = chat(api, max_completion_tokens=5).choices[0]
         text, finish = choice.message.content, choice.finish_reason
 
     assert text == "This is a scripted demo"
     assert finish == "length"
 
 
-def test_scripted_replies_are_used_in_order_then_the_default_returns(model):
+def test_scripted_replies_are_used_in_order_then_the_default_returns(api, model):
     model.script({"reply": "First."}, {"reply": "Second."})
 
-    replies = [chat(model).choices[0].message.content for _ in range(3)]
+    replies = [chat(api).choices[0].message.content for _ in range(3)]
 
     assert replies[:2] == ["First.", "Second."]
     assert DISCLAIMER in replies[2]
@@ -109,75 +109,75 @@ def test_scripted_replies_are_used_in_order_then_the_default_returns(model):
         (503, openai.InternalServerError),
     ],
 )
-def test_scripted_status_raises_the_matching_openai_error(model, status, error):
+def test_scripted_status_raises_the_matching_openai_error(api, model, status, error):
     model.script({"status": status, "message": "scripted trouble"})
 
     with pytest.raises(error) as raised:
-        chat(model)
+        chat(api)
 
     assert raised.value.status_code == status
     assert raised.value.body["message"] == "scripted trouble"
 
 
-def test_rate_limit_carries_retry_after(model):
+def test_rate_limit_carries_retry_after(api, model):
     model.script({"status": 429, "retry_after": 7})
 
     with pytest.raises(openai.RateLimitError) as raised:
-        chat(model, stream=True)
+        chat(api, stream=True)
 
     assert raised.value.response.headers["retry-after"] == "7"
     assert raised.value.code == "rate_limit_exceeded"
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_refusal_is_a_200_with_finish_reason_content_filter(model, stream):
+def test_refusal_is_a_200_with_finish_reason_content_filter(api, model, stream):
     model.script({"refuse": True})
 
     if stream:
-        chunks = list(chat(model, stream=True))
+        chunks = list(chat(api, stream=True))
         text = "".join(c.choices[0].delta.content or "" for c in chunks)
         finish = chunks[-1].choices[0].finish_reason
     else:
-        choice = chat(model).choices[0]
+        choice = chat(api).choices[0]
         text, finish = choice.message.content, choice.finish_reason
 
     assert text == REFUSAL
     assert finish == "content_filter"
 
 
-def test_cut_stream_fails_while_iterating_after_the_first_characters(model):
+def test_cut_stream_fails_while_iterating_after_the_first_characters(api, model):
     model.script({"reply": "one two three four five six seven eight nine ten", "cut_after": 14})
     received = []
 
     with pytest.raises(openai.APIConnectionError):
-        for chunk in chat(model, stream=True):
+        for chunk in chat(api, stream=True):
             received.append(chunk.choices[0].delta.content or "")
 
     assert "".join(received) == "one two three "
 
 
-def test_cut_plain_reply_is_a_connection_error(model):
+def test_cut_plain_reply_is_a_connection_error(api, model):
     model.script({"cut_after": 10})
 
     with pytest.raises(openai.APIConnectionError):
-        chat(model)
+        chat(api)
 
 
-def test_stall_longer_than_the_client_timeout_is_a_timeout(model):
+def test_stall_longer_than_the_client_timeout_is_a_timeout(api, model):
     model.script({"stall": 2})
     started = time.monotonic()
 
     with pytest.raises(openai.APITimeoutError):
-        client(model, timeout=0.2).chat.completions.create(model="demo-narrator", messages=TURN)
+        api.with_options(timeout=0.2).chat.completions.create(model="demo-narrator", messages=TURN)
 
     assert time.monotonic() - started < 1.5
 
 
-def test_per_chunk_delay_slows_a_stream(model):
+def test_per_chunk_delay_slows_a_stream(api, model):
     model.script({"reply": "one two three four five six seven eight nine", "delay": 0.05})
     started = time.monotonic()
 
-    assert len(list(chat(model, stream=True))) == 5
+    assert len(list(chat(api, stream=True))) == 5
     assert time.monotonic() - started >= 0.15
 
 
@@ -189,23 +189,23 @@ def test_per_chunk_delay_slows_a_stream(model):
         ("[[demo:500]]", openai.InternalServerError),
     ],
 )
-def test_directive_in_the_last_user_message_triggers_a_failure(model, directive, error):
+def test_directive_in_the_last_user_message_triggers_a_failure(api, model, directive, error):
     with pytest.raises(error):
-        chat(model, f"I draw my sword. {directive}")
+        chat(api, f"I draw my sword. {directive}")
 
 
-def test_refuse_directive_and_scripted_step_takes_precedence(model):
-    assert chat(model, "[[demo:refuse]]").choices[0].finish_reason == "content_filter"
+def test_refuse_directive_and_scripted_step_takes_precedence(api, model):
+    assert chat(api, "[[demo:refuse]]").choices[0].finish_reason == "content_filter"
 
     model.script({"reply": "Scripted."})
 
-    assert chat(model, "[[demo:429]]").choices[0].message.content == "Scripted."
+    assert chat(api, "[[demo:429]]").choices[0].message.content == "Scripted."
 
 
-def test_request_log_records_what_was_sent(model):
-    client(model).chat.completions.create(model="demo-narrator", messages=TURN, max_tokens=50)
-    list(chat(model, "Again.", stream=True))
-    client(model).embeddings.create(model="demo-embed", input=["lore"])
+def test_request_log_records_what_was_sent(api, model):
+    api.chat.completions.create(model="demo-narrator", messages=TURN, max_tokens=50)
+    list(chat(api, "Again.", stream=True))
+    api.embeddings.create(model="demo-embed", input=["lore"])
 
     assert model.requests() == [
         {"path": "/v1/chat/completions", "model": "demo-narrator", "messages": TURN, "stream": False, "max_tokens": 50},
@@ -220,17 +220,16 @@ def test_request_log_records_what_was_sent(model):
     ]
 
 
-def test_http_control_api_scripts_and_reports(model):
+def test_http_control_api_scripts_and_reports(api, model):
     control = httpx.Client(base_url=model.base_url.removesuffix("/v1"))
+    steps = {"steps": [{"status": 503}, {"reply": "Later."}]}
 
-    assert control.post("/_demo/script", json={"steps": [{"status": 503}, {"reply": "Later."}]}).json() == {
-        "queued": 2
-    }
+    assert control.post("/_demo/script", json=steps).json() == {"queued": 2}
     with pytest.raises(openai.InternalServerError):
-        chat(model)
+        chat(api)
     assert control.get("/_demo/script").json() == {"queued": 1}
     assert control.delete("/_demo/script").json() == {"queued": 0}
-    assert DISCLAIMER in chat(model).choices[0].message.content
+    assert DISCLAIMER in chat(api).choices[0].message.content
     assert [r["stream"] for r in control.get("/_demo/requests").json()] == [False, False]
     control.delete("/_demo/requests")
     assert control.get("/_demo/requests").json() == []
@@ -246,11 +245,11 @@ def test_http_control_api_rejects_an_unknown_step(model):
     assert model.queued() == 0
 
 
-def test_embeddings_are_deterministic_normalised_and_share_words(model):
+def test_embeddings_are_deterministic_normalised_and_share_words(api, model):
     texts = ["The red dragon sleeps under the mountain.", "A red dragon wakes.", "Quarterly tax forms are due."]
 
-    first = client(model).embeddings.create(model="demo-embed", input=texts, encoding_format="float")
-    again = client(model).embeddings.create(model="demo-embed", input=texts[0], encoding_format="float")
+    first = api.embeddings.create(model="demo-embed", input=texts, encoding_format="float")
+    again = api.embeddings.create(model="demo-embed", input=texts[0], encoding_format="float")
 
     dragon, related, unrelated = (item.embedding for item in first.data)
     assert [item.index for item in first.data] == [0, 1, 2]
@@ -261,14 +260,14 @@ def test_embeddings_are_deterministic_normalised_and_share_words(model):
     assert abs(cosine(dragon, unrelated)) < 0.2
 
 
-def test_base64_embeddings_are_little_endian_float32(model):
+def test_base64_embeddings_are_little_endian_float32(api, model):
     texts = ["lantern light", "stone bridge"]
-    floats = client(model).embeddings.create(model="demo-embed", input=texts, encoding_format="float")
+    floats = api.embeddings.create(model="demo-embed", input=texts, encoding_format="float")
 
-    raw = client(model).embeddings.with_raw_response.create(
+    raw = api.embeddings.with_raw_response.create(
         model="demo-embed", input=texts, encoding_format="base64"
     )
-    decoded_by_client = client(model).embeddings.create(model="demo-embed", input=texts)
+    decoded_by_client = api.embeddings.create(model="demo-embed", input=texts)
 
     for index, item in enumerate(raw.http_response.json()["data"]):
         vector = list(struct.unpack("<384f", base64.b64decode(item["embedding"])))
@@ -282,11 +281,11 @@ def test_api_key_is_required_when_configured():
         right = openai.OpenAI(base_url=server.base_url, api_key="sekrit", max_retries=0)
 
         with pytest.raises(openai.AuthenticationError) as raised:
-            wrong.models.list()
+            chat(wrong)
 
         assert raised.value.code == "invalid_api_key"
-        assert [m.id for m in right.models.list()] == ["demo-narrator", "demo-embed"]
         assert server.requests() == []
+        assert DISCLAIMER in chat(right).choices[0].message.content
 
 
 def test_stopped_server_refuses_connections():

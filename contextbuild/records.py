@@ -1,0 +1,201 @@
+"""The plain values `contextbuild` exchanges with the rest of Loremaster.
+
+`storyapp` and `knowledge` load rows and hand them over as these frozen
+records; nothing here knows about the ORM. Keeping the inputs immutable is what
+makes a turn's prompt a function of its inputs alone, so the budget arithmetic
+can be tested without a database and a stored snapshot can be trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CANON = "canon"
+REFERENCE = "reference"
+INSPIRATION = "inspiration"
+VISIBLE = "visible"
+HIDDEN = "hidden"
+INFERRED = "inferred"
+RECORDED = "recorded"
+
+
+@dataclass(frozen=True)
+class Persona:
+    name: str = ""
+    pronouns: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """The reader-authored configuration a prompt is built from.
+
+    An empty `narrator_prompt` means the default narrator rules, so a campaign
+    that never overrode them picks up improvements to the default.
+    """
+
+    title: str = ""
+    narrator_prompt: str = ""
+    ai_instructions: str = ""
+    plot_essentials: str = ""
+    authors_note: str = ""
+    persona: Persona = Persona()
+    narration_length: str = ""
+    canon_rules: tuple[str, ...] = ()
+    forbidden_status_changes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    model: str = ""
+    api_mode: str = "chat"
+    temperature: float = 0.8
+    max_output_tokens: int = 600
+    context_token_budget: int = 8192
+
+
+@dataclass(frozen=True)
+class HistoryAction:
+    """One lineage action as prose (the state block is stripped before storage).
+
+    `tokens` may carry a count the caller already stored, so a long story is
+    not re-tokenized on every turn.
+    """
+
+    id: int | str
+    kind: str
+    text: str
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    covers_through: int | str | None
+    covers_actions: int = 0
+
+
+@dataclass(frozen=True)
+class Memory:
+    text: str
+    authority: str
+    score: float = 0.0
+    source_action: int | str | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the inference server was found to accept.
+
+    Probing the server is a network call, so it happens before the builder and
+    arrives here as data. Only a verified window caps the budget; an
+    unverified one is recorded so a turn built blind is identifiable later.
+    """
+
+    verified: bool
+    tokens: int | None
+    source: str
+    model_max: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class KnowledgeCandidate:
+    """One imported passage offered by retrieval, with every score it earned."""
+
+    chunk_id: int | str
+    source_id: int | str
+    title: str
+    filename: str
+    classification: str
+    visibility: str
+    chunk_index: int
+    heading_path: str
+    text: str
+    token_count: int = 0
+    always_include: bool = False
+    lexical: float = 0.0
+    semantic: float = 0.0
+    cosine: float | None = None
+    matched_terms: tuple[str, ...] = ()
+    admitted_by: str = ""
+    relevance: float = 0.0
+    score: float = 0.0
+    duplicate_of: int | str | None = None
+
+    def as_record(self) -> dict:
+        """The passage's identity and scores for the stored report.
+
+        The text is left out: a used passage's record adds the text it was
+        shown with, and a dropped or suppressed one was never shown.
+        """
+        return {
+            "chunk_id": self.chunk_id,
+            "source_id": self.source_id,
+            "title": self.title,
+            "filename": self.filename,
+            "classification": self.classification,
+            "visibility": self.visibility,
+            "chunk_index": self.chunk_index,
+            "heading_path": self.heading_path,
+            "token_count": self.token_count,
+            "always_include": self.always_include,
+            "lexical": self.lexical,
+            "semantic": self.semantic,
+            "cosine": self.cosine,
+            "matched_terms": list(self.matched_terms),
+            "admitted_by": self.admitted_by,
+            "relevance": self.relevance,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True)
+class KnowledgeResult:
+    """Retrieval's ranked, deduplicated output, before any budget is applied."""
+
+    candidates: tuple[KnowledgeCandidate, ...] = ()
+    suppressed: tuple[KnowledgeCandidate, ...] = ()
+    terms: tuple[str, ...] = ()
+    considered: int = 0
+    generated: int = 0
+    rejected: int = 0
+    semantic_floor: float = 0.0
+    semantic_calibrated: bool = False
+    embedding_model: str = ""
+    semantic_used: bool = False
+    semantic_note: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A labelled piece of the prompt and its token cost, counted once."""
+
+    label: str
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class TurnInputs:
+    """Everything one narrator turn is built from.
+
+    `history` is the newest stretch of the lineage, oldest first, at least as
+    long as could fit; `history_total` is how many actions the whole story
+    has, a pending `player_text` included, and is reported as given.
+    `player_text` is a reader input not yet stored: it becomes the newest
+    action and, like the narrative state, is never dropped for room.
+    """
+
+    campaign: Campaign
+    settings: ModelSettings
+    history: tuple[HistoryAction, ...]
+    history_total: int
+    player_text: str = ""
+    summary: Summary | None = None
+    memories: tuple[Memory, ...] = ()
+    knowledge: KnowledgeResult | None = None
+    narrative_state: dict = field(default_factory=dict)
+    state_refusals: tuple[str, ...] = ()
+    window: Window | None = None
+    derived: tuple[dict, ...] = ()

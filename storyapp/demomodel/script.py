@@ -1,0 +1,76 @@
+"""What the next chat completion should do: scripted steps and directives.
+
+A step comes from the test control queue or from a `[[demo:...]]` directive
+in the last user message; with neither, the default narration is sent.
+"""
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_CUT_AFTER = 40
+DEFAULT_STALL = 5.0
+
+
+@dataclass(frozen=True)
+class Step:
+    reply: str | None = None
+    status: int | None = None
+    message: str | None = None
+    retry_after: float = 1
+    refuse: bool = False
+    cut_after: int | None = None
+    stall: float = 0
+    delay: float | None = None
+
+
+_TYPES = {
+    "reply": str,
+    "status": int,
+    "message": str,
+    "retry_after": (int, float),
+    "refuse": bool,
+    "cut_after": int,
+    "stall": (int, float),
+    "delay": (int, float),
+}
+_DIRECTIVE = re.compile(r"\[\[demo:([\w.=]+)\]\]")
+
+
+def step_from_json(data: object) -> Step:
+    """A step from the control API, rejected with `ValueError` if a key is
+    unknown or mistyped so that a typo fails the test that made it, loudly.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("a step must be a JSON object")
+    for key, value in data.items():
+        expected = _TYPES.get(key)
+        if expected is None:
+            raise ValueError(f"unknown step key {key!r}; known: {', '.join(_TYPES)}")
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ValueError(f"step key {key!r} has the wrong type")
+    if "status" in data and not 400 <= data["status"] <= 599:
+        raise ValueError("status must be an HTTP error code, 400-599")
+    return Step(**data)
+
+
+def step_from_directive(text: str) -> Step | None:
+    """The step a `[[demo:429]]`-style directive asks for, for people trying
+    failures by hand in a browser: a status code, `refuse`, `cut[=chars]` or
+    `stall[=seconds]`. An unknown directive is ignored.
+    """
+    match = _DIRECTIVE.search(text)
+    if match is None:
+        return None
+    name, _, value = match.group(1).partition("=")
+    try:
+        if name.isdigit() and 400 <= int(name) <= 599:
+            return Step(status=int(name))
+        if name == "refuse":
+            return Step(refuse=True)
+        if name == "cut":
+            return Step(cut_after=int(value) if value else DEFAULT_CUT_AFTER)
+        if name == "stall":
+            return Step(stall=float(value) if value else DEFAULT_STALL)
+    except ValueError:
+        return None
+    return None

@@ -1,0 +1,34 @@
+import pytest
+
+from storyapp.celery import app as celery_app
+from tests.model_server import model, model_server  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def celery_eager():
+    """Tasks run in-process where the test commits; tests that need a real
+    worker start one (see tests/storyapp/test_worker.py)."""
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def alice(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def bob(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="bob")
+
+
+@pytest.fixture
+def endpoint(db, model):
+    from tests.factories import EndpointProfileFactory
+
+    return EndpointProfileFactory(base_url=model.base_url)

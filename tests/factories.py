@@ -1,0 +1,65 @@
+import factory
+from django.contrib.auth import get_user_model
+
+from contextbuild.tokens import count_tokens
+from storyapp.models import Action, Campaign, EndpointProfile
+
+PASSWORD = "correct horse battery staple"
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"reader{n}")
+    password = factory.django.Password(PASSWORD)
+
+
+class EndpointProfileFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = EndpointProfile
+
+    name = factory.Sequence(lambda n: f"Endpoint {n}")
+    base_url = "http://127.0.0.1:9/v1"
+    chat_model = "demo-narrator"
+    embedding_model = "demo-embed"
+    max_output_tokens = 300
+    context_token_budget = 4096
+    timeout_seconds = 10
+
+
+class CampaignFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Campaign
+
+    owner = factory.SubFactory(UserFactory)
+    title = factory.Sequence(lambda n: f"Campaign {n}")
+    persona_name = "Mara"
+    plot_essentials = "Mara carries the broken seal."
+
+
+class ActionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Action
+
+    campaign = factory.SubFactory(CampaignFactory)
+    parent = None
+    kind = Action.Kind.PLAYER
+    text = factory.Sequence(lambda n: f"Action number {n}.")
+    depth = factory.LazyAttribute(lambda o: o.parent.depth + 1 if o.parent else 0)
+    token_count = factory.LazyAttribute(lambda o: count_tokens(o.text))
+
+
+def story(campaign: Campaign, *texts: str) -> list[Action]:
+    """A straight lineage of alternating player/narrator actions, head at the end."""
+    actions: list[Action] = []
+    parent = None
+    for index, text in enumerate(texts):
+        kind = Action.Kind.PLAYER if index % 2 == 0 else Action.Kind.AI
+        parent = ActionFactory(campaign=campaign, parent=parent, kind=kind, text=text)
+        actions.append(parent)
+    campaign.head = parent
+    campaign.save()
+    return actions

@@ -1,0 +1,87 @@
+"""A failing endpoint ends the turn with a clear message and loses nothing."""
+
+import pytest
+from django.utils import timezone
+
+from storyapp import services
+from storyapp.models import Action
+from tests.factories import CampaignFactory, EndpointProfileFactory
+
+
+@pytest.fixture
+def campaign(alice, endpoint):
+    return CampaignFactory(owner=alice, endpoint=endpoint)
+
+
+def _turn(campaign, text, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        player, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
+    narration.refresh_from_db()
+    return player, narration
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ({"status": 401}, "refused the API key (401)"),
+        ({"status": 429}, "rate limiting requests (429)"),
+        ({"status": 500}, "failed with an error (500)"),
+        ({"status": 503}, "failed with an error (503)"),
+        ({"refuse": True}, "refused to continue"),
+        ({"cut_after": 20}, "cut off"),
+    ],
+)
+def test_an_endpoint_failure_is_explained_and_the_players_text_is_kept(
+    campaign, model, django_capture_on_commit_callbacks, step, message
+):
+    model.script(step)
+    player, narration = _turn(campaign, "I light the lantern.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert message in narration.error
+    player.refresh_from_db()
+    assert player.text == "I light the lantern."
+    assert campaign.endpoint.api_key not in narration.error or not campaign.endpoint.api_key
+
+
+def test_a_stalled_endpoint_times_out_with_a_message(alice, model, django_capture_on_commit_callbacks):
+    slow = EndpointProfileFactory(base_url=model.base_url, timeout_seconds=1)
+    campaign = CampaignFactory(owner=alice, endpoint=slow)
+    model.script({"stall": 3})
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "did not answer within 1 seconds" in narration.error
+
+
+def test_an_unreachable_endpoint_is_explained(alice, django_capture_on_commit_callbacks, db):
+    dead = EndpointProfileFactory(base_url="http://127.0.0.1:9/v1")
+    campaign = CampaignFactory(owner=alice, endpoint=dead)
+    _, narration = _turn(campaign, "Hello?", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "Could not reach" in narration.error
+
+
+def test_retry_after_a_failure_narrates_the_same_action_again(campaign, model, django_capture_on_commit_callbacks):
+    model.script({"status": 500}, {"reply": "The lantern catches."})
+    player, failed = _turn(campaign, "I light the lantern.", django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        retried = services.turn_retry(campaign=campaign, now=timezone.now())
+    retried.refresh_from_db()
+    assert retried.pk == failed.pk
+    assert retried.status == Action.Status.DONE and retried.text == "The lantern catches." and not retried.error
+    assert Action.objects.filter(campaign=campaign, kind=Action.Kind.AI).count() == 1
+
+
+def test_a_cut_stream_keeps_the_text_that_arrived(campaign, model, django_capture_on_commit_callbacks):
+    model.script({"reply": "The fog rolls in over the quay, thick as wool.", "cut_after": 25})
+    _, narration = _turn(campaign, "Look.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert narration.text and "The fog rolls in".startswith(narration.text[:16])
+
+
+def test_a_prompt_that_cannot_fit_fails_before_calling_the_model(alice, model, django_capture_on_commit_callbacks):
+    tiny = EndpointProfileFactory(base_url=model.base_url, context_token_budget=200, max_output_tokens=150)
+    campaign = CampaignFactory(owner=alice, endpoint=tiny, plot_essentials="A long history. " * 50)
+    _, narration = _turn(campaign, "Go.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "200" in narration.error
+    assert not [r for r in model.requests() if r["path"].endswith("/chat/completions")]
