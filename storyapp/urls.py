@@ -29,5 +29,6 @@ urlpatterns = [
     path("campaigns/", views.campaign_list, name="campaign_list"),
     path("campaigns/new/", views.campaign_create, name="campaign_create"),
     path("campaigns/<int:pk>/", include(campaign_patterns)),
+    path("", include("knowledge.urls")),
     path("models/", views.connect_model, name="connect_model"),
 ]

@@ -1,8 +1,7 @@
 """The reader's pages: campaigns, the play page and its htmx endpoints.
 
-Every view that takes an id loads it through `_campaign_for` or `_action_for`,
-which filter by the requesting reader: another reader's object is a 404, the
-same answer as an id that does not exist.
+Every view that takes an id loads it through `access.campaign_for` or
+`access.action_for`, which filter by the requesting reader.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import time
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -21,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
 from . import lineage, services
+from .access import action_for, campaign_for
 from .forms import ActionEditForm, CampaignForm, TurnForm
 from .models import Action, Campaign
 from .prompting import endpoint_for
@@ -29,14 +29,6 @@ STORY_PAGE = 60
 STREAM_POLL_SECONDS = 0.2
 STREAM_MAX_SECONDS = 15 * 60
 STREAM_KEEPALIVE_SECONDS = 15
-
-
-def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
-
-
-def _action_for(request: HttpRequest, pk: int, action_id: int) -> Action:
-    return get_object_or_404(Action, pk=action_id, campaign_id=pk, campaign__owner=request.user)
 
 
 @login_required
@@ -60,7 +52,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
+    campaign = campaign_for(request, pk)
     form = CampaignForm(request.POST or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
         form.save()
@@ -72,7 +64,7 @@ def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def campaign_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
+    campaign = campaign_for(request, pk)
     if request.method == "POST":
         title = campaign.title
         campaign.delete()
@@ -102,7 +94,7 @@ def _story_context(campaign: Campaign) -> dict:
 
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
+    campaign = campaign_for(request, pk)
     context = _story_context(campaign)
     context["turn_form"] = TurnForm()
     template = "storyapp/play.html"
@@ -114,8 +106,8 @@ def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     """An earlier page of the lineage, for long stories (the page shows the newest only)."""
-    campaign = _campaign_for(request, pk)
-    before = _action_for(request, pk, int(request.GET.get("before", 0) or 0))
+    campaign = campaign_for(request, pk)
+    before = action_for(request, pk, int(request.GET.get("before", 0) or 0))
     if not lineage.contains(campaign.pk, campaign.head_id, before):
         raise Http404("That action is not in the story being read.")
     actions = lineage.window(campaign.pk, before.parent_id, STORY_PAGE)
@@ -140,7 +132,7 @@ def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = ""
 @login_required
 @require_POST
 def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
+    campaign = campaign_for(request, pk)
     form = TurnForm(request.POST)
     if not form.is_valid():
         return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])))
@@ -153,7 +145,7 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _story_command(request: HttpRequest, pk: int, command) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
+    campaign = campaign_for(request, pk)
     try:
         command(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
@@ -182,8 +174,8 @@ def turn_retry(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def alternative_choose(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
-    campaign = _campaign_for(request, pk)
-    action = _action_for(request, pk, action_id)
+    campaign = campaign_for(request, pk)
+    action = action_for(request, pk, action_id)
     try:
         services.alternative_select(campaign=campaign, action=action, now=timezone.now())
     except services.TurnRefused as exc:
@@ -194,7 +186,7 @@ def alternative_choose(request: HttpRequest, pk: int, action_id: int) -> HttpRes
 @login_required
 def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     """One action, as the story shows it: what a finished stream swaps in."""
-    action = _action_for(request, pk, action_id)
+    action = action_for(request, pk, action_id)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
     campaign = action.campaign
@@ -204,7 +196,7 @@ def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
 @login_required
 @require_http_methods(["GET", "POST"])
 def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
-    action = _action_for(request, pk, action_id)
+    action = action_for(request, pk, action_id)
     campaign = action.campaign
     form = ActionEditForm(request.POST or None, initial={"text": action.text})
     error = ""
@@ -224,7 +216,7 @@ def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def narration_stop(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
-    action = _action_for(request, pk, action_id)
+    action = action_for(request, pk, action_id)
     services.narration_stop(action=action)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)

@@ -1,7 +1,8 @@
 import pytest
 
 from storyapp.celery import app as celery_app
-from tests.model_server import model, model_server  # noqa: F401  (fixtures)
+
+pytest_plugins = ["tests.model_server"]
 
 
 @pytest.fixture(autouse=True)
