@@ -1,3 +1,5 @@
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
 
@@ -114,6 +116,10 @@ class Action(models.Model):
         FAILED = "failed", "Failed"
         STOPPED = "stopped", "Stopped"
 
+    #: A narration whose worker has not written for this long is taken to be
+    #: dead: it may be claimed again, and Stop ends it at once.
+    STALE_AFTER = timedelta(seconds=90)
+
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="actions")
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
@@ -146,6 +152,11 @@ class Action(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in {self.Status.PENDING, self.Status.STREAMING}
+
+    def is_stale(self, now: datetime) -> bool:
+        return self.status == self.Status.STREAMING and (
+            self.heartbeat is None or self.heartbeat < now - self.STALE_AFTER
+        )
 
 
 class ContextSnapshot(models.Model):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
@@ -27,12 +27,29 @@ from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
 
-#: A narration whose worker has not written for this long is taken to be dead
-#: and may be claimed again (the task is acknowledged late, so it is redelivered).
-STALE_AFTER = timedelta(seconds=90)
+STALE_AFTER = Action.STALE_AFTER
 #: How often streamed text is written to the row. Readers follow the row, so
 #: this is the latency they see; writing every token would hammer the database.
 FLUSH_SECONDS = 0.15
+
+
+def recover_stale(campaign_id: int, *, now: datetime) -> int:
+    """Queues again the narrations whose worker died mid-way, or that no
+    worker has picked up for a while (a lost broker message). The claim in
+    `narrate` makes a needless re-queue harmless. Returns how many."""
+    stuck = Action.objects.filter(
+        Q(status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER)
+        | Q(status=Action.Status.PENDING, created__lt=now - STALE_AFTER),
+        campaign_id=campaign_id,
+        stop_requested=False,
+    ).values_list("pk", flat=True)
+    from .tasks import narrate_action
+
+    count = 0
+    for action_id in stuck:
+        narrate_action.delay(action_id)
+        count += 1
+    return count
 
 
 def claim(action_id: int, *, now: datetime) -> Action | None:

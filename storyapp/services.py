@@ -190,13 +190,18 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
     return action
 
 
-def narration_stop(*, action: Action) -> bool:
-    """Stops a narration. One no worker has picked up yet stops at once (so a
-    dead worker cannot trap the reader); a running one is flagged, and the
-    worker checks the flag between chunks and keeps what it wrote."""
+def narration_stop(*, action: Action, now: datetime) -> bool:
+    """Stops a narration. One no worker is on (not picked up yet, or its
+    worker died) stops at once, so a dead worker cannot trap the reader; a
+    running one is flagged, and the worker checks the flag between chunks
+    and keeps what it wrote."""
     if Action.objects.filter(pk=action.pk, status=Action.Status.PENDING).update(
         status=Action.Status.STOPPED, stop_requested=True
     ):
+        return True
+    if Action.objects.filter(
+        pk=action.pk, status=Action.Status.STREAMING, heartbeat__lt=now - Action.STALE_AFTER
+    ).update(status=Action.Status.STOPPED, stop_requested=True, heartbeat=None):
         return True
     return bool(
         Action.objects.filter(pk=action.pk, status=Action.Status.STREAMING).update(stop_requested=True)

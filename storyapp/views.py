@@ -19,7 +19,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import lineage, services
+from . import lineage, narration, services
 from .access import action_for, campaign_for
 from .forms import ActionEditForm, CampaignForm, TurnForm
 from .models import Action, Campaign
@@ -95,6 +95,7 @@ def _story_context(campaign: Campaign) -> dict:
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = campaign_for(request, pk)
+    narration.recover_stale(campaign.pk, now=timezone.now())
     context = _story_context(campaign)
     context["turn_form"] = TurnForm()
     template = "storyapp/play.html"
@@ -217,7 +218,7 @@ def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
 @require_POST
 def narration_stop(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     action = action_for(request, pk, action_id)
-    services.narration_stop(action=action)
+    services.narration_stop(action=action, now=timezone.now())
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
     return HttpResponse(status=204)
@@ -252,7 +253,7 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         started = last_write = time.monotonic()
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
-            row = await owned.values("text", "status").afirst()
+            row = await owned.values("text", "status", "heartbeat").afirst()
             if row is None:
                 break
             text = row["text"]
@@ -262,6 +263,10 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
                 last_write = time.monotonic()
             if row["status"] not in (Action.Status.PENDING, Action.Status.STREAMING):
                 break
+            if row["status"] == Action.Status.STREAMING and (
+                row["heartbeat"] is None or row["heartbeat"] < timezone.now() - Action.STALE_AFTER
+            ):
+                break  # the worker died: the page reloads the story, which queues it again
             if time.monotonic() - last_write > STREAM_KEEPALIVE_SECONDS:
                 yield ": keep-alive\n\n"
                 last_write = time.monotonic()

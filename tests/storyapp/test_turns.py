@@ -128,7 +128,7 @@ def test_an_empty_turn_asks_the_narrator_to_continue(campaign, play, model):
 
 def test_stop_before_a_worker_starts_stops_at_once(campaign):
     _, narration = services.turn_submit(campaign=campaign, text="One.", now=timezone.now())
-    assert services.narration_stop(action=narration)
+    assert services.narration_stop(action=narration, now=timezone.now())
     narration.refresh_from_db()
     assert narration.status == Action.Status.STOPPED
     services.turn_submit(campaign=campaign, text="Two.", now=timezone.now())

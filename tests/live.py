@@ -1,0 +1,102 @@
+"""Real processes for end-to-end tests: uvicorn serving the ASGI app and a
+Celery worker, both pointed at the test database and the test broker."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url()
+    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def process(*args: str, ready=None, timeout: float = 30):
+    proc = subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=environment(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while ready is not None and not ready():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                output = proc.stdout.read() if proc.poll() is not None else ""
+                raise RuntimeError(f"{args[:3]} did not start: {output[-2000:]}")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def web_server():
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def answering() -> bool:
+        try:
+            return httpx.get(f"{base}/accounts/login/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    with process("-m", "uvicorn", "storyapp.asgi:application", "--port", str(port), "--log-level", "warning",
+                 ready=answering):
+        yield base
+
+
+@contextmanager
+def worker():
+    with process("-m", "celery", "-A", "storyapp", "worker", "--pool=solo", "--loglevel=WARNING",
+                 "--without-mingle", "--without-gossip") as proc:
+        yield proc
+
+
+def logged_in(base: str, username: str, password: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=30)
+    client.get("/accounts/login/")
+    response = client.post(
+        "/accounts/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+        headers={"Referer": base},
+    )
+    assert response.status_code == 302, response.text[:500]
+    return client
+
+
+def wait_for(predicate, *, timeout: float = 60, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")

@@ -1,0 +1,103 @@
+"""The narration stream: what is stored so far, then new text, resumable by event id."""
+
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.urls import reverse
+from django.utils import timezone
+
+from storyapp import narration, services
+from storyapp.models import Action
+from tests.factories import PASSWORD, ActionFactory, CampaignFactory
+
+
+@pytest.fixture
+def campaign(alice, endpoint):
+    return CampaignFactory(owner=alice, endpoint=endpoint)
+
+
+async def _collect(stream) -> bytes:
+    return b"".join([chunk async for chunk in stream])
+
+
+def _events(client, url, **headers) -> list[tuple[str, str, str]]:
+    body = async_to_sync(_collect)(client.get(url, **headers).streaming_content).decode()
+    events = []
+    for block in body.split("\n\n"):
+        fields = {"event": "", "id": "", "data": []}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            if name == "data":
+                fields["data"].append(value)
+            elif name in ("event", "id"):
+                fields[name] = value
+        if fields["event"]:
+            events.append((fields["event"], fields["id"], "\n".join(fields["data"])))
+    return events
+
+
+def test_a_finished_narration_streams_its_text_then_done(client, campaign):
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="The tide <b>turns</b>.\nGulls.")
+    client.login(username="alice", password=PASSWORD)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert events[0] == ("chunk", str(len(action.text)), "The tide &lt;b&gt;turns&lt;/b&gt;.\nGulls.")
+    assert events[-1][0] == "done"
+
+
+def test_a_reconnect_resumes_after_the_last_event_id(client, campaign):
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="0123456789")
+    client.login(username="alice", password=PASSWORD)
+    url = reverse("action_stream", args=[campaign.pk, action.pk])
+    assert _events(client, url, HTTP_LAST_EVENT_ID="4")[0] == ("chunk", "10", "456789")
+    assert _events(client, url + "?offset=10")[0][0] == "done"
+
+
+def test_a_stream_stops_following_a_narration_whose_worker_died(client, campaign):
+    action = ActionFactory(
+        campaign=campaign, kind=Action.Kind.AI, text="Half a sen", status=Action.Status.STREAMING,
+        heartbeat=timezone.now() - timedelta(minutes=5),
+    )
+    client.login(username="alice", password=PASSWORD)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert [e[0] for e in events] == ["chunk", "done"]
+
+
+def test_a_narration_whose_worker_died_is_narrated_again(campaign, model):
+    action = ActionFactory(
+        campaign=campaign, kind=Action.Kind.AI, text="Half a sen", status=Action.Status.STREAMING,
+        heartbeat=timezone.now() - timedelta(minutes=5),
+    )
+    model.script({"reply": "A whole sentence, this time."})
+    assert narration.recover_stale(campaign.pk, now=timezone.now()) == 1
+    action.refresh_from_db()
+    assert action.status == Action.Status.DONE and action.text == "A whole sentence, this time."
+
+
+def test_a_live_narration_is_not_taken_by_a_second_worker(campaign):
+    action = ActionFactory(
+        campaign=campaign, kind=Action.Kind.AI, text="Going", status=Action.Status.STREAMING,
+        heartbeat=timezone.now(),
+    )
+    assert narration.claim(action.pk, now=timezone.now()) is None
+    assert narration.recover_stale(campaign.pk, now=timezone.now()) == 0
+
+
+def test_running_the_narration_task_twice_narrates_once(campaign, model, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        _, action = services.turn_submit(campaign=campaign, text="Knock.", now=timezone.now())
+    narration.narrate(action.pk)
+    chat = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
+    assert len(chat) == 1
+    action.refresh_from_db()
+    assert action.status == Action.Status.DONE
+
+
+def test_stop_on_a_narration_whose_worker_died_ends_it(campaign):
+    action = ActionFactory(
+        campaign=campaign, kind=Action.Kind.AI, text="Half", status=Action.Status.STREAMING,
+        heartbeat=timezone.now() - timedelta(minutes=5),
+    )
+    assert services.narration_stop(action=action, now=timezone.now())
+    action.refresh_from_db()
+    assert action.status == Action.Status.STOPPED and action.text == "Half"
