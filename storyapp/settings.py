@@ -139,6 +139,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3") and not DATABASES["default
     DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+FORMS_URLFIELD_ASSUME_HTTPS = True
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -157,6 +158,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
@@ -212,3 +214,18 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+
+# ---------------------------------------------------------------- Knowledge
+# Imported files (knowledge app). A file over KNOWLEDGE_MAX_UPLOAD_BYTES is
+# refused while it streams in (the library's upload handler stops reading
+# it); a request over KNOWLEDGE_MAX_REQUEST_BYTES is refused from its
+# Content-Length before any of the body is read. Upload bodies beyond
+# FILE_UPLOAD_MAX_MEMORY_SIZE go to a temporary file, not memory.
+KNOWLEDGE_MAX_UPLOAD_BYTES = env_int("LOREMASTER_MAX_UPLOAD_BYTES", 5 * 1024 * 1024)
+KNOWLEDGE_MAX_FILES_PER_UPLOAD = env_int("LOREMASTER_MAX_FILES_PER_UPLOAD", 50)
+KNOWLEDGE_MAX_REQUEST_BYTES = env_int(
+    "LOREMASTER_MAX_REQUEST_BYTES", KNOWLEDGE_MAX_UPLOAD_BYTES * 4 + 1024 * 1024
+)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_NUMBER_FILES = KNOWLEDGE_MAX_FILES_PER_UPLOAD + 10
