@@ -127,7 +127,7 @@ class DemoHandler(BaseHTTPRequestHandler):
         if step.refuse:
             reply, finish = narration.REFUSAL, "content_filter"
         else:
-            reply = step.reply if step.reply is not None else narration.narrate(messages)
+            reply = step.reply if step.reply is not None else narration.narrate(messages, demo._next_id())
             finish = "stop"
         if limit and narration.count_tokens(reply) > limit:
             reply, finish = narration.truncate_tokens(reply, limit), "length"
@@ -187,7 +187,15 @@ class DemoHandler(BaseHTTPRequestHandler):
         if not isinstance(dimensions, int) or dimensions < 1:
             return self._send_error(400, "'dimensions' must be a positive integer.")
         model = body.get("model") or EMBED_MODEL
-        self.server.demo._record({"path": "/v1/embeddings", "model": model, "input": given, "stream": False})
+        demo = self.server.demo
+        demo._record({"path": "/v1/embeddings", "model": model, "input": given, "stream": False})
+        step = demo._take_embedding_step()
+        if step is not None:
+            if step.stall and demo._stopping.wait(step.stall):
+                self.close_connection = True
+                return
+            if step.status is not None:
+                return self._send_error(step.status, step.message, retry_after=step.retry_after)
         data = []
         for index, text in enumerate(texts):
             vector = embedding.embed(text, dimensions)

@@ -52,12 +52,15 @@ def last_user_text(messages: list) -> str:
     return ""
 
 
-def narrate(messages: list) -> str:
+def narrate(messages: list, variant: int = 0) -> str:
     """The default reply: the disclaimer first, so a reader sees it as soon as
     streaming starts and a reply cut at `max_tokens` keeps it; the state block
     last, on its own line, where the app looks for a real model's.
+
+    `variant` lets a retry of the same prompt read differently, as a real
+    model's would, so alternatives can be told apart.
     """
-    seed = stable_hash(last_user_text(messages))
+    seed = stable_hash(last_user_text(messages)) + variant
     scene = _SCENES[seed % len(_SCENES)]
     turn = _TURNS[(seed // len(_SCENES)) % len(_TURNS)]
     return f"{DISCLAIMER}\n\n{scene} {turn}\n{STATE_BLOCK}"

@@ -47,16 +47,15 @@ def test_reply_says_it_is_a_demo_and_ends_with_an_empty_state_block(api, model):
     assert completion.usage.prompt_tokens == 6
 
 
-def test_narration_is_deterministic_per_message_and_varies_across_messages(api, model):
-    actions = ["I open the door.", "I light a torch.", "I wait.", "I call out.", "I run.", "I sing."]
-    replies = [chat(api, action).choices[0].message.content for action in actions]
+def test_asking_again_gives_a_different_narration_like_a_retry_would(api, model):
+    replies = [chat(api, "I open the door.").choices[0].message.content for _ in range(4)]
 
-    assert chat(api, actions[0]).choices[0].message.content == replies[0]
     assert len(set(replies)) > 1
 
 
 def test_stream_sends_role_then_small_content_chunks_then_stop(api, model):
-    expected = chat(api).choices[0].message.content
+    expected = "The tide turns under a bruised sky, and the gulls fall silent one by one as the lamps of Westhaven gutter out."
+    model.script({"reply": expected})
 
     chunks = list(chat(api, stream=True))
 
