@@ -54,6 +54,7 @@ class DemoModelServer:
         self._port = port
         self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
+        self._embedding_steps: deque[Step] = deque()
         self._requests: list[dict] = []
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -78,7 +79,10 @@ class DemoModelServer:
             self._httpd = _HTTPServer((self.host, self._port), self)
 
     def start(self) -> "DemoModelServer":
-        """Listen, then serve on a daemon thread; returns once connectable."""
+        """Listen, then serve on a daemon thread; returns once connectable.
+        Starting a started server does nothing."""
+        if self._thread is not None:
+            return self
         self.listen()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -125,9 +129,17 @@ class DemoModelServer:
         with self._lock:
             return len(self._steps)
 
+    def script_embeddings(self, *steps: dict) -> None:
+        """Queue steps for the next embedding requests, one each, in order.
+        Only `status`, `message`, `retry_after` and `stall` apply there."""
+        parsed = [step_from_json(step) for step in steps]
+        with self._lock:
+            self._embedding_steps.extend(parsed)
+
     def clear_script(self) -> None:
         with self._lock:
             self._steps.clear()
+            self._embedding_steps.clear()
 
     def requests(self) -> list[dict]:
         """The chat and embedding requests received so far, oldest first."""
@@ -147,6 +159,10 @@ class DemoModelServer:
     def _take_step(self) -> Step | None:
         with self._lock:
             return self._steps.popleft() if self._steps else None
+
+    def _take_embedding_step(self) -> Step | None:
+        with self._lock:
+            return self._embedding_steps.popleft() if self._embedding_steps else None
 
     def _record(self, entry: dict) -> None:
         with self._lock:

@@ -92,7 +92,7 @@ def test_saving_the_admin_form_without_a_key_keeps_the_stored_one(db):
 
 
 def test_the_key_is_sent_to_the_endpoint_as_a_bearer_token(alice, django_capture_on_commit_callbacks):
-    with DemoModelServer(api_key=SECRET, chunk_delay=0).start() as guarded:
+    with DemoModelServer(api_key=SECRET, chunk_delay=0) as guarded:
         profile = EndpointProfileFactory(base_url=guarded.base_url)
         profile.api_key = SECRET
         profile.save()
