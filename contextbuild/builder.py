@@ -149,7 +149,9 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         story_text=story_text,
         report={
             "sections": [
-                {"label": s.label, "text": s.text, "tokens": s.tokens} for s in (*system, *story)
+                {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens}
+                for block, sections in (("system", system), ("story", story))
+                for s in sections
             ],
             "prompt": {"system": system_text, "story": story_text},
             "tokens": {

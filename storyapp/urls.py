@@ -19,6 +19,7 @@ campaign_patterns = [
     path("actions/<int:action_id>/choose/", views.alternative_choose, name="alternative_choose"),
     path("actions/<int:action_id>/stop/", views.narration_stop, name="narration_stop"),
     path("actions/<int:action_id>/stream/", views.action_stream, name="action_stream"),
+    path("actions/<int:action_id>/context/", views.context_inspector, name="context_inspector"),
 ]
 
 urlpatterns = [

@@ -19,10 +19,10 @@ from django.utils.html import escape
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import lineage, narration, services
+from . import inspector, lineage, narration, selectors, services
 from .access import action_for, campaign_for
 from .forms import ActionEditForm, CampaignForm, TurnForm
-from .models import Action, Campaign
+from .models import Action, Campaign, ContextSnapshot
 from .prompting import endpoint_for
 
 STORY_PAGE = 60
@@ -82,6 +82,7 @@ def _story_context(campaign: Campaign) -> dict:
         "campaign": campaign,
         "head": head,
         "actions": actions,
+        "inspectable": selectors.with_snapshots(actions),
         "earlier": actions[0] if actions and actions[0].parent_id else None,
         "alternatives": alternatives,
         "alternative_index": next((i for i, a in enumerate(alternatives, 1) if a.pk == head.pk), 0) if head else 0,
@@ -115,6 +116,7 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "storyapp/play.html#earlier", {
         "campaign": campaign,
         "actions": actions,
+        "inspectable": selectors.with_snapshots(actions),
         "earlier": actions[0] if actions and actions[0].parent_id else None,
     })
 
@@ -190,8 +192,9 @@ def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
     action = action_for(request, pk, action_id)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
-    campaign = action.campaign
-    return render(request, "storyapp/play.html#action", {"campaign": campaign, "action": action, "head": campaign.head})
+    return render(request, "storyapp/play.html#action", {
+        "campaign": action.campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
+    })
 
 
 @login_required
@@ -209,7 +212,9 @@ def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
         else:
             if not request.htmx:
                 return redirect("campaign_play", pk=pk)
-            return render(request, "storyapp/play.html#action", {"campaign": campaign, "action": action, "head": campaign.head})
+            return render(request, "storyapp/play.html#action", {
+                "campaign": campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
+            })
     template = "storyapp/action_edit.html" if request.htmx else "storyapp/action_edit_page.html"
     return render(request, template, {"campaign": campaign, "action": action, "form": form, "error": error})
 
@@ -278,6 +283,30 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         content_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+@login_required
+def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    """What the narrator was given for one turn, from the turn's snapshot only."""
+    action = action_for(request, pk, action_id)
+    snapshot = ContextSnapshot.objects.filter(action=action).first()
+    if snapshot is None:
+        raise Http404("This turn has no stored context.")
+    previous = selectors.previous_snapshot(action)
+    report = snapshot.report
+    context = {
+        "campaign": action.campaign,
+        "action": action,
+        "snapshot": snapshot,
+        "report": report,
+        "bars": inspector.budget_bars(report),
+        "knowledge": report.get("knowledge") or {},
+        "changes": inspector.diff(report, previous.report if previous else None),
+    }
+    template = "storyapp/inspector.html"
+    if request.htmx:
+        template += "#inspector"
+    return render(request, template, context)
 
 
 def connect_model(request: HttpRequest) -> HttpResponse:

@@ -1,0 +1,48 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from contextbuild import ContextOverflow, build_context
+from storyapp import prompting
+from storyapp.models import Action, Campaign
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the context report the campaign's next turn would get. Nothing is "
+        "stored and no model is called; --budget overrides the context token budget "
+        "for this run only."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--campaign", type=int, required=True)
+        parser.add_argument("--player-text", default="", help="A reader's action to build the turn for.")
+        parser.add_argument("--budget", type=int, help="Context token budget for this run.")
+        parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+
+    def handle(self, *args, campaign, player_text, budget, **options):
+        found = Campaign.objects.filter(pk=campaign).first()
+        if found is None:
+            raise CommandError(f"No campaign with id {campaign}.")
+        profile = prompting.endpoint_for(found)
+        if profile is None:
+            raise CommandError("The campaign has no endpoint profile and there is no default one.")
+        if budget is not None and budget <= 0:
+            raise CommandError("--budget must be a positive number of tokens.")
+        head = Action.objects.filter(pk=found.head_id).first()
+        try:
+            built = build_context(
+                prompting.turn_inputs(found, profile, position=head, player_text=player_text, budget=budget)
+            )
+        except ContextOverflow as exc:
+            raise CommandError(str(exc)) from exc
+        if options["json"]:
+            self.stdout.write(json.dumps(built.report, indent=2, ensure_ascii=False))
+            return
+        tokens = built.report["tokens"]
+        for section in built.report["sections"]:
+            self.stdout.write(f"{section['tokens']:>7}  {section['block']:<6} {section['label']}")
+        self.stdout.write(
+            f"{tokens['total']:>7}  total of a {tokens['budget']}-token budget, "
+            f"{tokens['output_reserve']} reserved for the reply"
+        )
