@@ -181,13 +181,14 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _CELERY_DIR = VAR_DIR / "celery"
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (_CELERY_DIR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_CELERY_DIR / "queue"),
         "data_folder_out": str(_CELERY_DIR / "queue"),
         "data_folder_processed": str(_CELERY_DIR / "processed"),
+        "control_folder": str(_CELERY_DIR / "control"),
         "store_processed": False,
     }
 
