@@ -11,7 +11,7 @@ from contextbuild import records
 
 from . import lineage
 from .models import Action, Campaign, EndpointProfile
-from .services import current_state
+from .services import current_state, in_story
 
 
 def endpoint_for(campaign: Campaign) -> EndpointProfile | None:
@@ -48,11 +48,6 @@ def settings_record(profile: EndpointProfile, *, budget: int | None = None) -> r
     )
 
 
-def _in_story(action: Action) -> bool:
-    """Failed narrations and empty stopped ones are not part of the story."""
-    return bool(action.text.strip()) and action.status != Action.Status.FAILED
-
-
 def turn_inputs(
     campaign: Campaign,
     profile: EndpointProfile,
@@ -73,9 +68,9 @@ def turn_inputs(
     history = tuple(
         records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count)
         for a in window
-        if _in_story(a)
+        if in_story(a)
     )
-    last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and _in_story(a)), None)
+    last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and in_story(a)), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
     return records.TurnInputs(
         campaign=campaign_record(campaign),

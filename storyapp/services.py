@@ -59,6 +59,11 @@ def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
     )
 
 
+def in_story(action: Action) -> bool:
+    """Failed narrations and empty stopped ones are not part of the story."""
+    return bool(action.text.strip()) and action.status != Action.Status.FAILED
+
+
 def _refuse_while_narrating(head: Action | None) -> None:
     if head is not None and head.in_flight:
         raise TurnRefused("The narrator is still writing. Wait for it to finish or press Stop.")
@@ -83,8 +88,12 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     text = text.strip()
     player = None
     parent = head
+    if head is not None and head.kind == Action.Kind.AI and not in_story(head):
+        # A failed or empty narration is not part of the story: the new turn
+        # replaces it, and it stays behind as an abandoned branch.
+        parent = head.parent
     if text:
-        player = _append(campaign, head, kind=Action.Kind.PLAYER, text=text, now=now)
+        player = _append(campaign, parent, kind=Action.Kind.PLAYER, text=text, now=now)
         parent = player
     narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
     _move_head(campaign, narration, now=now)
