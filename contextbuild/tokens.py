@@ -21,14 +21,14 @@ def encoding() -> tiktoken.Encoding:
 def count_tokens(text: str) -> int:
     if not text:
         return 0
-    return len(encoding().encode(text, disallowed_special=()))
+    return len(encoding().encode_ordinary(text))
 
 
 def truncate_to_last_tokens(text: str, budget: int) -> str:
     """The end of `text` that fits in `budget` tokens: the newest words survive."""
     if budget <= 0:
         return ""
-    tokens = encoding().encode(text, disallowed_special=())
+    tokens = encoding().encode_ordinary(text)
     if len(tokens) <= budget:
         return text
     return encoding().decode(tokens[-budget:])

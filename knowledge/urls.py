@@ -1,1 +1,15 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("campaigns/<int:pk>/library/", views.library, name="library"),
+    path("campaigns/<int:pk>/library/upload/", views.library_upload, name="library_upload"),
+    path("campaigns/<int:pk>/library/<int:source_id>/", views.source_detail, name="source_detail"),
+    path("campaigns/<int:pk>/library/<int:source_id>/edit/", views.source_edit, name="source_edit"),
+    path("campaigns/<int:pk>/library/<int:source_id>/reindex/", views.source_reindex, name="source_reindex"),
+    path("campaigns/<int:pk>/library/<int:source_id>/delete/", views.source_delete, name="source_delete"),
+    path("ops/jobs/", views.job_monitor, name="job_monitor"),
+    path("ops/jobs/<int:job_id>/retry/", views.job_retry, name="job_retry"),
+    path("ops/jobs/<int:job_id>/cancel/", views.job_cancel, name="job_cancel"),
+]

@@ -63,3 +63,32 @@ def story(campaign: Campaign, *texts: str) -> list[Action]:
     campaign.head = parent
     campaign.save()
     return actions
+
+
+# ---------------------------------------------------------------- Knowledge
+
+from knowledge.models import IndexJob, KnowledgeSource  # noqa: E402
+from knowledge.services import content_hash  # noqa: E402
+
+
+class KnowledgeSourceFactory(factory.django.DjangoModelFactory):
+    """A stored source, not yet indexed; `tests/knowledge/conftest.py` has
+    `library` for sources indexed through the real pipeline."""
+
+    class Meta:
+        model = KnowledgeSource
+
+    campaign = factory.SubFactory(CampaignFactory)
+    title = factory.Sequence(lambda n: f"Lore {n}")
+    original_filename = factory.LazyAttribute(lambda o: f"{o.title.lower().replace(' ', '-')}.md")
+    content = factory.Sequence(lambda n: f"# Westhaven\n\n## The Harbour\n\nTides run high at Westhaven, note {n}.\n")
+    sha256 = factory.LazyAttribute(lambda o: content_hash(o.content))
+    size_bytes = factory.LazyAttribute(lambda o: len(o.content.encode()))
+
+
+class IndexJobFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = IndexJob
+
+    source = factory.SubFactory(KnowledgeSourceFactory)
+    content_sha256 = factory.LazyAttribute(lambda o: o.source.sha256)

@@ -10,7 +10,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from storyapp.models import Action, Campaign
-from tests.factories import PASSWORD, CampaignFactory, story
+from tests.factories import PASSWORD, CampaignFactory, IndexJobFactory, KnowledgeSourceFactory, story
 
 OWN_PREFIXES = ("storyapp.", "knowledge.")
 
@@ -42,7 +42,9 @@ def alices_story(alice, endpoint):
 
 
 def _kwargs_for(pattern: URLPattern, names: tuple, campaign: Campaign, actions: list[Action]) -> dict:
-    known = {"pk": campaign.pk, "action_id": actions[-1].pk}
+    source = KnowledgeSourceFactory(campaign=campaign)
+    known = {"pk": campaign.pk, "action_id": actions[-1].pk, "source_id": source.pk,
+             "job_id": IndexJobFactory(source=source).pk}
     missing = [name for name in names if name not in known]
     assert not missing, f"{pattern.name} takes {missing}: teach test_privacy how to fill them"
     return {name: known[name] for name in names}

@@ -1,0 +1,217 @@
+"""Splitting an imported file into passages: a pure function.
+
+Text and a token counter in, passages out: no Django, no database, no clock,
+so the same file always gives the same passages and the rules are tested
+with plain `parametrize`.
+
+The rules, in the order they apply:
+
+1. Markdown headings (ATX `#`..`######`, and setext `===`/`---` underlines)
+   start a section; every passage carries the trail of headings above it
+   ("Westhaven > The Harbour > Tides"). A `#` line inside a fenced code block
+   is not a heading. Plain text without headings is one untitled section.
+2. A section is cut into blocks at blank lines (paragraphs, lists, fenced
+   code). Blocks are packed, in order, into passages of about `target`
+   tokens and never more than `maximum`.
+3. A block too big for `maximum` on its own is cut at line breaks, then at
+   sentence ends, then between words: never inside a word. (A single
+   "word" longer than `maximum`, such as a pasted blob, is kept whole as its
+   own passage, because cutting it would break the one rule above this one.)
+4. Nothing empty is ever emitted: a heading with no text under it only
+   contributes to the trail of the passages below it.
+
+Counting is linear: each piece is counted once, and a passage's count is the
+sum of its pieces plus one per join. Counting the finished passage again
+would double the cost of the slowest step of an import; the sum is at most a
+token or so per join above the true count, the safe direction for a budget.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TARGET_TOKENS = 280
+MAXIMUM_TOKENS = 400
+TRAIL_SEPARATOR = " > "
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Whitespace after a sentence end, which may be followed by a closing quote or
+# bracket (two fixed-width look-behinds, as `re` allows no variable width).
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"'”’)\]]))\s+")
+
+
+@dataclass(frozen=True)
+class Passage:
+    index: int
+    heading_path: str
+    text: str
+    token_count: int
+
+
+def chunk_text(
+    text: str,
+    *,
+    count: Callable[[str], int],
+    target: int = TARGET_TOKENS,
+    maximum: int = MAXIMUM_TOKENS,
+) -> list[Passage]:
+    """The passages of `text`, in document order, numbered from 0."""
+    if not 0 < target <= maximum:
+        raise ValueError("need 0 < target <= maximum")
+    packer = _Packer(count=count, target=target, maximum=maximum)
+    for trail, blocks in _sections(_normalise(text)):
+        packer.section(TRAIL_SEPARATOR.join(trail), blocks)
+    return packer.passages
+
+
+def _normalise(text: str) -> str:
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _heading_text(raw: str | None) -> str:
+    return " ".join((raw or "").split())
+
+
+def _sections(text: str):
+    """Yields (heading trail, [block text]) for each section, in order.
+
+    One pass over the lines: a stack of (level, title) is the trail, and the
+    current block collects lines until a blank line, a heading or a fence
+    boundary ends it.
+    """
+    stack: list[tuple[int, str]] = []
+    blocks: list[str] = []
+    lines: list[str] = []
+    fence: str | None = None
+    front_matter = text.startswith("---\n")
+
+    def end_block():
+        if lines:
+            block = "\n".join(lines).strip()
+            if block:
+                blocks.append(block)
+            lines.clear()
+
+    def trail():
+        return [title for _, title in stack if title]
+
+    for line in text.split("\n"):
+        if fence is not None:
+            lines.append(line)
+            if line.strip().startswith(fence):
+                fence = None
+                end_block()
+            continue
+        if front_matter:
+            # YAML front matter is kept as a block of text, and its closing
+            # `---` is not a setext underline.
+            lines.append(line)
+            if len(lines) > 1 and line.strip() in ("---", "..."):
+                front_matter = False
+                end_block()
+            continue
+        opened = _FENCE.match(line)
+        if opened:
+            end_block()
+            fence = opened.group(1)[0] * 3
+            lines.append(line)
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            end_block()
+            if blocks:
+                yield trail(), blocks
+                blocks = []
+            level = len(atx.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, _heading_text(atx.group(2))))
+            continue
+        setext = _SETEXT.match(line)
+        if setext and len(lines) == 1 and lines[0].strip():
+            title = _heading_text(lines[0])
+            lines.clear()
+            if blocks:
+                yield trail(), blocks
+                blocks = []
+            level = 1 if setext.group(1)[0] == "=" else 2
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            continue
+        if not line.strip():
+            end_block()
+            continue
+        lines.append(line)
+    end_block()
+    if blocks:
+        yield trail(), blocks
+
+
+class _Packer:
+    """Greedy packing of pieces into passages under a target and a maximum.
+
+    Each piece carries the joiner that goes before it when it follows other
+    text in the same passage. A join is counted as one token.
+    """
+
+    #: How an over-long piece is cut, coarsest first.
+    _SPLITTERS = ("lines", "sentences", "words")
+
+    def __init__(self, *, count: Callable[[str], int], target: int, maximum: int):
+        self.count = count
+        self.target = target
+        self.maximum = maximum
+        self.passages: list[Passage] = []
+        self._parts: list[str] = []
+        self._tokens = 0
+        self._trail = ""
+
+    def section(self, trail: str, blocks: list[str]) -> None:
+        self._trail = trail
+        for block in blocks:
+            self._add(block, self.count(block), "\n\n", level=0)
+        self._flush()
+
+    def _add(self, piece: str, tokens: int, joiner: str, *, level: int) -> None:
+        if tokens > self.maximum and level < len(self._SPLITTERS):
+            for i, (part, part_joiner) in enumerate(self._split(piece, self._SPLITTERS[level])):
+                self._add(part, self.count(part), joiner if i == 0 else part_joiner, level=level + 1)
+            return
+        if self._parts:
+            total = self._tokens + 1 + tokens
+            if total > self.maximum or (total > self.target and self._tokens >= self.target // 2):
+                self._flush()
+        if self._parts:
+            self._parts += [joiner, piece]
+            self._tokens += 1 + tokens
+        else:
+            self._parts = [piece]
+            self._tokens = tokens
+
+    @staticmethod
+    def _split(piece: str, kind: str) -> list[tuple[str, str]]:
+        if kind == "lines":
+            parts, joiner = piece.split("\n"), "\n"
+        elif kind == "sentences":
+            parts, joiner = _SENTENCE_END.split(piece), " "
+        else:
+            parts, joiner = piece.split(), " "
+        return [(part.strip(), joiner) for part in parts if part.strip()]
+
+    def _flush(self) -> None:
+        if self._parts:
+            self.passages.append(
+                Passage(
+                    index=len(self.passages),
+                    heading_path=self._trail,
+                    text="".join(self._parts),
+                    token_count=self._tokens,
+                )
+            )
+        self._parts = []
+        self._tokens = 0

@@ -1,0 +1,60 @@
+from django import forms
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+
+from .models import KnowledgeSource
+
+
+class UploadOptionsForm(forms.Form):
+    """How the uploaded files are to be used; the files come from the request."""
+
+    classification = forms.ChoiceField(
+        choices=KnowledgeSource.Classification.choices, initial=KnowledgeSource.Classification.REFERENCE
+    )
+    visibility = forms.ChoiceField(
+        choices=KnowledgeSource.Visibility.choices, initial=KnowledgeSource.Visibility.VISIBLE
+    )
+    always_include = forms.BooleanField(required=False, label="Always include (Canon only)")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("always_include") and data.get("classification") != KnowledgeSource.Classification.CANON:
+            self.add_error("always_include", "Only Canon sources can be always included.")
+        return data
+
+
+class SourceForm(forms.ModelForm):
+    class Meta:
+        model = KnowledgeSource
+        fields = ["title", "classification", "visibility", "always_include", "enabled"]
+        labels = {"always_include": "Always include", "visibility": "Visibility"}
+
+    def clean(self):
+        data = super().clean()
+        if data.get("always_include") and data.get("classification") != KnowledgeSource.Classification.CANON:
+            self.add_error("always_include", "Only Canon sources can be always included.")
+        return data
+
+
+class LimitedUploadHandler(FileUploadHandler):
+    """Stops reading a file once it passes `limit` bytes, and remembers its
+    name: an oversized file never reaches memory or disk in full."""
+
+    def __init__(self, request=None, *, limit: int):
+        super().__init__(request)
+        self.limit = limit
+        self.too_large: list[str] = []
+        self._received = 0
+
+    def new_file(self, *args, **kwargs):
+        super().new_file(*args, **kwargs)
+        self._received = 0
+
+    def receive_data_chunk(self, raw_data, start):
+        self._received += len(raw_data)
+        if self._received > self.limit:
+            self.too_large.append(self.file_name)
+            raise SkipFile
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None

@@ -1,0 +1,120 @@
+"""SQLite backend: an FTS5 table over the chunk rows.
+
+The table is external-content (`content=knowledge_knowledgechunk`), so the
+text is stored once. New chunks are indexed by `insert`, in one statement
+right after the rows are written (the only way chunks are written); a
+per-row insert trigger cost four times as much as the whole rest of a large
+import. Deletes and updates are caught by triggers, so the cascades when a
+source or a campaign is deleted keep the index exact. The campaign id is an
+indexed column, and every query matches on it, so scoping happens inside the
+index rather than after it.
+
+A later migration that rebuilds `knowledge_knowledgechunk` on SQLite (Django
+does that for most ALTERs) drops the triggers with the old table: it must
+call `install()` again. tests/knowledge/test_lexical.py checks they exist.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from . import LexicalHit
+
+TABLE = "knowledge_chunk_fts"
+TRIGGERS = ("knowledge_chunk_fts_delete", "knowledge_chunk_fts_update")
+_COLUMNS = "campaign_id, heading_path, text"
+#: bm25 weights per column: the campaign column only scopes, the heading
+#: trail counts more than the text.
+_WEIGHTS = "0.0, 4.0, 1.0"
+
+_INSTALL = [
+    f"""CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(
+        {_COLUMNS}, content='knowledge_knowledgechunk', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    f"""CREATE TRIGGER IF NOT EXISTS knowledge_chunk_fts_delete AFTER DELETE ON knowledge_knowledgechunk BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, {_COLUMNS})
+        VALUES ('delete', old.id, old.campaign_id, old.heading_path, old.text);
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS knowledge_chunk_fts_update AFTER UPDATE ON knowledge_knowledgechunk BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, {_COLUMNS})
+        VALUES ('delete', old.id, old.campaign_id, old.heading_path, old.text);
+        INSERT INTO {TABLE}(rowid, {_COLUMNS}) VALUES (new.id, new.campaign_id, new.heading_path, new.text);
+    END""",
+    # Rows that existed before the table (none on a fresh install).
+    f"INSERT INTO {TABLE}({TABLE}) VALUES ('rebuild')",
+]
+
+
+def install(schema_editor) -> None:
+    for statement in _INSTALL:
+        schema_editor.execute(statement)
+
+
+def uninstall(schema_editor) -> None:
+    for trigger in TRIGGERS:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    schema_editor.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def insert(*, rows) -> None:
+    """The rows, then their index entries in one statement."""
+    with connection.cursor() as cursor:
+        # The write lock is held from here to commit (IMMEDIATE transactions),
+        # so the rows after the current highest id are exactly these.
+        cursor.execute("SELECT COALESCE(MAX(id), 0) FROM knowledge_knowledgechunk")
+        (before,) = cursor.fetchone()
+        cursor.executemany(
+            'INSERT INTO knowledge_knowledgechunk (source_id, campaign_id, "index", heading_path, text, token_count) '
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        cursor.execute(
+            f"INSERT INTO {TABLE}(rowid, {_COLUMNS}) SELECT id, {_COLUMNS} FROM knowledge_knowledgechunk WHERE id > %s",
+            [before],
+        )
+
+
+def _phrase(term: str) -> str:
+    # `search` reduced each term to word characters and spaces, so quoting
+    # each word is enough to keep it a plain token, never an operator.
+    return "(" + " AND ".join(f'"{word}"' for word in term.split()) + ")"
+
+
+def _scoped(campaign_id: int, expression: str) -> str:
+    return f'campaign_id : "{int(campaign_id)}" AND ({expression})'
+
+
+def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> list[LexicalHit]:
+    """1. bm25-rank the matches of any term in the campaign, source state
+    filtered by the join, top `limit`. 2. For those rows only, one match per
+    term, in one statement."""
+    any_term = _scoped(campaign_id, " OR ".join(_phrase(term) for _, term in terms))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT f.rowid, bm25({TABLE}, {_WEIGHTS}) AS score
+            FROM {TABLE} f
+            JOIN knowledge_knowledgechunk c ON c.id = f.rowid
+            JOIN knowledge_knowledgesource s ON s.id = c.source_id
+            WHERE {TABLE} MATCH %s
+              AND s.campaign_id = %s AND s.enabled AND s.index_state = 'ready'
+            ORDER BY score, f.rowid
+            LIMIT %s
+            """,
+            [any_term, campaign_id, limit],
+        )
+        ranked = cursor.fetchall()
+        if not ranked:
+            return []
+        ids = [chunk_id for chunk_id, _ in ranked]
+        marks = ", ".join(["%s"] * len(ids))
+        parts, params = [], []
+        for index, term in terms:
+            parts.append(f"SELECT {int(index)}, rowid FROM {TABLE} WHERE {TABLE} MATCH %s AND rowid IN ({marks})")
+            params += [_scoped(campaign_id, _phrase(term)), *ids]
+        cursor.execute(" UNION ALL ".join(parts), params)
+        matched: dict[int, set[int]] = {}
+        for index, chunk_id in cursor.fetchall():
+            matched.setdefault(chunk_id, set()).add(index)
+    # bm25 is lower-is-better; the interface promises higher-is-better.
+    return [LexicalHit(chunk_id, -float(score), frozenset(matched.get(chunk_id, ()))) for chunk_id, score in ranked]

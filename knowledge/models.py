@@ -1,0 +1,207 @@
+"""Imported knowledge: sources, their passages, vectors and index jobs (DESIGN.md §3-4).
+
+`KnowledgeSource.index_state` is what retrieval reads: a source is searched
+only while it is `ready` (and enabled). A re-index of a ready source leaves
+it `ready`, with its old passages searchable, until the new passages are
+swapped in by one transaction; the job in flight is on `IndexJob`.
+"""
+
+from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from storyapp.models import Campaign
+
+
+class KnowledgeSource(models.Model):
+    class Classification(models.TextChoices):
+        CANON = "canon", "Canon"
+        REFERENCE = "reference", "Reference"
+        INSPIRATION = "inspiration", "Inspiration"
+
+    class Visibility(models.TextChoices):
+        VISIBLE = "visible", "Visible"
+        HIDDEN = "hidden", "Narrator only"
+
+    class IndexState(models.TextChoices):
+        PENDING = "pending", "Waiting to be indexed"
+        INDEXING = "indexing", "Indexing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="sources")
+    title = models.CharField(max_length=200)
+    original_filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64, help_text="Of the decoded, newline-normalised text.")
+    # The decoded text, kept so a re-index and an export need no file.
+    content = models.TextField()
+    size_bytes = models.PositiveIntegerField(default=0)
+    classification = models.CharField(
+        max_length=12, choices=Classification.choices, default=Classification.REFERENCE
+    )
+    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.VISIBLE)
+    always_include = models.BooleanField(default=False, help_text="Canon only: every passage in every prompt.")
+    enabled = models.BooleanField(default=True)
+    index_state = models.CharField(max_length=8, choices=IndexState.choices, default=IndexState.PENDING)
+    # Why the last index job failed; kept while older passages stay searchable.
+    error = models.TextField(blank=True)
+    passage_count = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=0)
+    # The content hash and embedding model the live passages were built with.
+    indexed_sha256 = models.CharField(max_length=64, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["title", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "sha256"], name="knowledge_source_unique_content"),
+            models.CheckConstraint(
+                condition=Q(always_include=False) | Q(classification="canon"),
+                name="knowledge_source_always_include_canon_only",
+            ),
+        ]
+        indexes = [models.Index(fields=["campaign", "index_state", "enabled"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def clean(self) -> None:
+        if self.always_include and self.classification != self.Classification.CANON:
+            raise ValidationError({"always_include": "Only Canon sources can be always included."})
+
+    @property
+    def is_hidden(self) -> bool:
+        return self.visibility == self.Visibility.HIDDEN
+
+
+class KnowledgeChunk(models.Model):
+    """One passage. `campaign` repeats the source's so the lexical index can
+    filter by campaign inside the index (see knowledge/lexical/)."""
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="chunks")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+", db_index=False)
+    index = models.PositiveIntegerField()
+    heading_path = models.TextField(blank=True)
+    text = models.TextField()
+    token_count = models.PositiveIntegerField()
+    # PostgreSQL only (weighted heading + text); SQLite keeps an FTS5 table.
+    search = SearchVectorField(null=True, editable=False)
+
+    class Meta:
+        ordering = ["source_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["source", "index"], name="knowledge_chunk_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} · passage {self.index}"
+
+
+class KnowledgeEmbedding(models.Model):
+    """A passage's vector from one embedding model, as little-endian float32."""
+
+    chunk = models.ForeignKey(KnowledgeChunk, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["chunk", "model"], name="knowledge_embedding_unique_model")]
+        indexes = [models.Index(fields=["model", "chunk"])]
+
+
+class IndexJob(models.Model):
+    """One run of the pipeline over one source: what the operators' monitor shows.
+
+    Claimed by a conditional UPDATE (queued, or running with a stale
+    heartbeat), so a duplicate delivery does nothing and a killed worker's
+    job can be taken over. At most one job per source is active at a time.
+    """
+
+    class Kind(models.TextChoices):
+        INDEX = "index", "Index"
+        EMBED = "embed", "Re-embed"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=5, choices=Kind.choices, default=Kind.INDEX)
+    state = models.CharField(max_length=9, choices=State.choices, default=State.QUEUED)
+    content_sha256 = models.CharField(max_length=64)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent.")
+    step = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the claiming process.")
+    error = models.TextField(blank=True)
+    passages = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source"], condition=Q(state__in=["queued", "running"]), name="knowledge_one_active_job"
+            )
+        ]
+        indexes = [models.Index(fields=["state", "created"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} job #{self.pk}"
+
+    @property
+    def active(self) -> bool:
+        return self.state in self.ACTIVE
+
+    @property
+    def duration(self):
+        if self.started is None:
+            return None
+        return (self.finished or self.heartbeat or self.started) - self.started
+
+
+class WorkerHeartbeat(models.Model):
+    """A row per worker process, touched every few seconds while it lives:
+    how the monitor tells whether any worker is alive on any broker."""
+
+    name = models.CharField(max_length=200, unique=True)
+    seen = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EmbeddingCalibration(models.Model):
+    """The semantic admission floor measured for one embedding model.
+
+    Written by `manage.py calibrate_embeddings`; read by retrieval, which
+    disables the semantic path for a model with no row here rather than
+    borrow another model's floor (cosine scales differ between models).
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    floor = models.FloatField()
+    # min/p10/median/p90/p95/max and the pair count of each distribution.
+    related = models.JSONField(default=dict)
+    unrelated = models.JSONField(default=dict)
+    method = models.CharField(max_length=200, blank=True)
+    measured_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return f"{self.model}: floor {self.floor:.3f}"

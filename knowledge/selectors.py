@@ -1,0 +1,126 @@
+"""Reads from the library: the pages' lists, the monitor's figures, and the
+scoped reads retrieval (issue 5) builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from storyapp.models import Campaign
+
+from . import embeddings
+from .models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource, WorkerHeartbeat
+
+#: A worker whose heartbeat row is older than this is not counted as alive.
+WORKER_ALIVE_WITHIN = timedelta(seconds=45)
+MONITOR_ROWS = 200
+
+Ready = KnowledgeSource.IndexState.READY
+
+
+def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
+    """The campaign's sources, each with `active_job` (or None) and
+    `stale_vectors` (its vectors are from a model other than the current)."""
+    sources = list(campaign.sources.defer("content").order_by("title", "id"))
+    active = {
+        job.source_id: job
+        for job in IndexJob.objects.filter(source__campaign=campaign, state__in=IndexJob.ACTIVE)
+    }
+    model = embeddings.model_for(campaign)
+    for source in sources:
+        source.active_job = active.get(source.pk)
+        source.stale_vectors = bool(model) and source.index_state == Ready and source.embedding_model != model
+    return sources
+
+
+def in_flight(sources: Sequence[KnowledgeSource]) -> bool:
+    return any(s.active_job is not None or s.index_state in ("pending", "indexing") for s in sources)
+
+
+def source_passages(source: KnowledgeSource, *, limit: int = 50) -> list[KnowledgeChunk]:
+    return list(source.chunks.order_by("index")[:limit])
+
+
+def monitor_jobs(*, state: str = "", limit: int = MONITOR_ROWS) -> list[IndexJob]:
+    jobs = IndexJob.objects.select_related("source__campaign__owner").defer("source__content")
+    if state:
+        jobs = jobs.filter(state=state)
+    return list(jobs.order_by("-created", "-id")[:limit])
+
+
+@dataclass(frozen=True)
+class Health:
+    queued: int
+    running: int
+    failed: int
+    workers_alive: int
+    last_heartbeat: datetime | None
+
+
+def monitor_health(*, now: datetime) -> Health:
+    counts = {state: 0 for state in IndexJob.State.values}
+    for state in IndexJob.objects.values_list("state", flat=True).filter(
+        state__in=[IndexJob.State.QUEUED, IndexJob.State.RUNNING, IndexJob.State.FAILED]
+    ):
+        counts[state] += 1
+    beats = WorkerHeartbeat.objects.order_by("-seen")
+    last = beats.values_list("seen", flat=True).first()
+    return Health(
+        queued=counts[IndexJob.State.QUEUED],
+        running=counts[IndexJob.State.RUNNING],
+        failed=counts[IndexJob.State.FAILED],
+        workers_alive=beats.filter(seen__gte=now - WORKER_ALIVE_WITHIN).count(),
+        last_heartbeat=last,
+    )
+
+
+# ------------------------------------------------- for retrieval (issue 5)
+
+
+def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
+    """The named chunks that are still searchable in this campaign (enabled,
+    ready sources), with their source's metadata, in one query. Re-applies
+    the scope to ids that came out of an index."""
+    return (
+        KnowledgeChunk.objects.filter(
+            pk__in=list(chunk_ids),
+            source__campaign_id=campaign_id,
+            source__enabled=True,
+            source__index_state=Ready,
+        )
+        .select_related("source")
+        .defer("source__content", "search")
+    )
+
+
+def vectors_for(
+    *, campaign_id: int, model: str, chunk_ids: Sequence[int] | None = None, limit: int | None = None
+) -> tuple[list[int], np.ndarray]:
+    """Chunk ids and their vectors (one row each) from exactly `model`, for
+    the campaign's enabled, ready sources. Vectors of any other model are
+    never returned, whatever their width."""
+    rows = KnowledgeEmbedding.objects.filter(
+        model=model,
+        chunk__source__campaign_id=campaign_id,
+        chunk__source__enabled=True,
+        chunk__source__index_state=Ready,
+    )
+    if chunk_ids is not None:
+        rows = rows.filter(chunk_id__in=list(chunk_ids))
+    rows = rows.order_by("chunk_id").values_list("chunk_id", "dimensions", "vector")
+    if limit is not None:
+        rows = rows[:limit]
+    ids: list[int] = []
+    vectors: list[np.ndarray] = []
+    width = None
+    for chunk_id, dimensions, vector in rows:
+        width = width or dimensions
+        if dimensions != width:
+            continue
+        ids.append(chunk_id)
+        vectors.append(embeddings.from_bytes(vector))
+    matrix = np.vstack(vectors) if vectors else np.zeros((0, width or 0), dtype=embeddings.DTYPE)
+    return ids, matrix

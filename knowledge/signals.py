@@ -1,0 +1,97 @@
+"""Reactions to events outside this app: a model change, a worker's life.
+
+1. An endpoint profile or a campaign's endpoint changes: passages embedded
+   with another model are re-embedded in the background.
+2. A Celery worker starts: it requeues the jobs its dead predecessors left
+   running, then keeps a heartbeat row fresh (how the monitor knows a worker
+   is alive on any broker) and sweeps for orphaned jobs now and then.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import close_old_connections, connections, transaction
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 10
+#: Every this many heartbeats, look for jobs whose worker died elsewhere.
+RECOVER_EVERY = 6
+
+_stop = threading.Event()
+
+
+def connect() -> None:
+    from celery.signals import worker_ready, worker_shutdown
+    from django.db.models.signals import post_save
+
+    from storyapp.models import Campaign, EndpointProfile
+
+    post_save.connect(_profile_saved, sender=EndpointProfile, dispatch_uid="knowledge_profile_saved")
+    post_save.connect(_campaign_saved, sender=Campaign, dispatch_uid="knowledge_campaign_saved")
+    worker_ready.connect(_worker_ready, dispatch_uid="knowledge_worker_ready")
+    worker_shutdown.connect(_worker_shutdown, dispatch_uid="knowledge_worker_shutdown")
+
+
+def _safely(function, **kwargs) -> None:
+    try:
+        function(**kwargs)
+    except Exception:
+        log.exception("Could not queue re-embedding after a model change")
+
+
+def _profile_saved(sender, instance, **kwargs) -> None:
+    from . import services
+
+    transaction.on_commit(lambda: _safely(services.embeddings_refresh_for_profile, profile_id=instance.pk))
+
+
+def _campaign_saved(sender, instance, created, update_fields=None, **kwargs) -> None:
+    if created or (update_fields is not None and "endpoint" not in update_fields):
+        return
+    from . import services
+
+    transaction.on_commit(lambda: _safely(services.embeddings_refresh, campaign_ids=[instance.pk]))
+
+
+def _worker_ready(sender=None, **kwargs) -> None:
+    from . import services
+
+    name = services.worker_name()
+    try:
+        services.jobs_recover(now=timezone.now(), restarted_worker=name)
+    except Exception:
+        log.exception("Could not requeue orphaned index jobs")
+    _stop.clear()
+    threading.Thread(target=_heartbeat_forever, args=(name,), name="knowledge-heartbeat", daemon=True).start()
+
+
+def _worker_shutdown(sender=None, **kwargs) -> None:
+    from . import services
+
+    _stop.set()
+    try:
+        services.worker_gone(name=services.worker_name())
+    except Exception:
+        log.exception("Could not remove the worker heartbeat")
+
+
+def _heartbeat_forever(name: str) -> None:
+    from . import services
+
+    beats = 0
+    while not _stop.is_set():
+        close_old_connections()
+        try:
+            services.worker_heartbeat(name=name, now=timezone.now())
+            if beats % RECOVER_EVERY == RECOVER_EVERY - 1:
+                services.jobs_recover(now=timezone.now())
+        except Exception:
+            log.exception("Worker heartbeat failed")
+        finally:
+            connections.close_all()
+        beats += 1
+        _stop.wait(HEARTBEAT_SECONDS)

@@ -1,0 +1,34 @@
+"""Celery tasks: thin interfaces that load by id and call a service."""
+
+from celery import shared_task
+from django.utils import timezone
+
+from . import services
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=services.MAX_RETRIES)
+def index_job(self, job_id: int) -> None:
+    """Runs one index job. The claim inside `job_run` makes a redelivery or
+    a second copy harmless; a temporary endpoint failure comes back later."""
+    retries = self.request.retries
+    try:
+        services.job_run(
+            job_id=job_id,
+            now=timezone.now(),
+            final_attempt=retries >= self.max_retries,
+            task_id=self.request.id or "",
+        )
+    except services.RetryLater as exc:
+        countdown = services.BACKOFF_SECONDS[min(retries, len(services.BACKOFF_SECONDS) - 1)]
+        raise self.retry(exc=exc, countdown=countdown) from exc
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def recover_jobs() -> None:
+    """Requeues index jobs whose worker died (see `services.jobs_recover`)."""
+    services.jobs_recover(now=timezone.now())
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refresh_embeddings(campaign_ids: list[int]) -> None:
+    services.embeddings_refresh(campaign_ids=campaign_ids)

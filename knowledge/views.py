@@ -1,0 +1,269 @@
+"""The library pages (per campaign) and the operators' job monitor.
+
+Every library view loads the campaign through `storyapp.access.campaign_for`
+(another reader's campaign is a 404) and the source through `_source_for`,
+which looks it up within that campaign. The monitor is staff only; anyone
+else gets the same 404 as for a page that does not exist.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from storyapp.access import campaign_for
+from storyapp.models import Campaign
+
+from . import selectors, services
+from .forms import LimitedUploadHandler, SourceForm, UploadOptionsForm
+from .models import IndexJob, KnowledgeSource
+
+LIBRARY = "knowledge/library.html"
+
+
+def _source_for(request: HttpRequest, pk: int, source_id: int) -> KnowledgeSource:
+    campaign = campaign_for(request, pk)
+    return get_object_or_404(KnowledgeSource.objects.select_related("campaign"), pk=source_id, campaign=campaign)
+
+
+def _library_context(campaign: Campaign, **extra) -> dict:
+    sources = selectors.library_sources(campaign)
+    return {
+        "campaign": campaign,
+        "sources": sources,
+        "in_flight": selectors.in_flight(sources),
+        "upload_form": UploadOptionsForm(),
+        "max_upload_bytes": settings.KNOWLEDGE_MAX_UPLOAD_BYTES,
+        "max_files": settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD,
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def library(request: HttpRequest, pk: int) -> HttpResponse:
+    """The page; an htmx poll (`?poll=1`) gets the poller and each source's
+    state as out-of-band swaps, so forms being edited are left alone."""
+    campaign = campaign_for(request, pk)
+    context = _library_context(campaign)
+    template = LIBRARY
+    if request.htmx and request.GET.get("poll"):
+        context["oob"] = True
+        template += "#poll"
+    elif request.htmx:
+        template += "#library"
+    return render(request, template, context)
+
+
+@csrf_exempt
+@login_required
+@require_POST
+def library_upload(request: HttpRequest, pk: int) -> HttpResponse:
+    """Uploads one or many files.
+
+    The size limits bite before the body is read: the request's declared
+    length first, then each file as it streams in (the upload handler stops
+    reading a file past the limit). Upload handlers can only be changed
+    before the CSRF check reads the body, hence csrf_exempt here and
+    csrf_protect on the inner view.
+    """
+    campaign = campaign_for(request, pk)
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
+        limit = services.human_size(settings.KNOWLEDGE_MAX_REQUEST_BYTES)
+        return _upload_response(request, campaign, refused=[
+            f"This upload is {services.human_size(declared)}, over the {limit} a single upload may carry. "
+            "Upload the files in smaller groups."
+        ])
+    handler = LimitedUploadHandler(request, limit=settings.KNOWLEDGE_MAX_UPLOAD_BYTES)
+    request.upload_handlers.insert(0, handler)
+    return _library_upload(request, campaign, handler)
+
+
+@csrf_protect
+def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUploadHandler) -> HttpResponse:
+    limit = services.human_size(settings.KNOWLEDGE_MAX_UPLOAD_BYTES)
+    try:
+        uploads = request.FILES.getlist("files")
+    except (TooManyFilesSent, RequestDataTooBig):
+        return _upload_response(request, campaign, refused=[
+            f"Upload at most {settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD} files at a time."
+        ])
+    refused = [f"{name}: the file is over the {limit} limit." for name in handler.too_large]
+    form = UploadOptionsForm(request.POST)
+    if not form.is_valid():
+        errors = [str(e) for field_errors in form.errors.values() for e in field_errors]
+        return _upload_response(request, campaign, refused=errors)
+    if len(uploads) > settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD:
+        return _upload_response(request, campaign, refused=[
+            f"Upload at most {settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD} files at a time."
+        ])
+    if not uploads and not refused:
+        return _upload_response(request, campaign, refused=["Choose one or more files to upload."])
+    result = services.sources_import(
+        campaign=campaign,
+        files=((upload.name, upload.read()) for upload in uploads),
+        classification=form.cleaned_data["classification"],
+        visibility=form.cleaned_data["visibility"],
+        always_include=form.cleaned_data["always_include"],
+    )
+    return _upload_response(
+        request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused
+    )
+
+
+def _upload_response(request, campaign, *, created=(), duplicates=(), refused=()) -> HttpResponse:
+    """Non-htmx: messages and a redirect. htmx: the library section with the
+    outcome listed above it (a 200 even for refusals, which htmx would
+    otherwise not swap in)."""
+    if not request.htmx:
+        if created:
+            messages.success(request, f"Imported {len(created)} file{'s' if len(created) != 1 else ''}; indexing has started.")
+        for problem in [*duplicates, *refused]:
+            messages.error(request, problem)
+        return redirect("library", pk=campaign.pk)
+    context = _library_context(campaign, created=created, duplicates=duplicates, refused=refused)
+    return render(request, LIBRARY + "#library", context)
+
+
+@login_required
+@require_GET
+def source_detail(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    """The source's passages as they were indexed, heading trails included."""
+    source = _source_for(request, pk, source_id)
+    return render(request, "knowledge/source_detail.html", {
+        "campaign": source.campaign,
+        "source": source,
+        "passages": selectors.source_passages(source),
+        "jobs": source.jobs.order_by("-created")[:10],
+    })
+
+
+def _row_response(request: HttpRequest, source: KnowledgeSource, *, form=None, error: str = "") -> HttpResponse:
+    campaign = source.campaign
+    sources = selectors.library_sources(campaign)
+    row = next((s for s in sources if s.pk == source.pk), None)
+    if row is None:
+        raise Http404("No such source.")
+    return render(request, LIBRARY + "#row", {
+        "campaign": campaign,
+        "source": row,
+        "form": form,
+        "row_error": error,
+        "in_flight": selectors.in_flight(sources),
+        "poll_oob": True,
+    })
+
+
+@login_required
+@require_POST
+def source_edit(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    source = _source_for(request, pk, source_id)
+    form = SourceForm(request.POST, instance=KnowledgeSource.objects.get(pk=source.pk))
+    error = ""
+    if form.is_valid():
+        services.source_update(source=source, **form.cleaned_data)
+    else:
+        error = " ".join(str(e) for errors in form.errors.values() for e in errors)
+    if not request.htmx:
+        if error:
+            messages.error(request, f"{source.title}: {error}")
+        return redirect("library", pk=pk)
+    source.refresh_from_db()
+    return _row_response(request, source, error=error)
+
+
+@login_required
+@require_POST
+def source_reindex(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    source = _source_for(request, pk, source_id)
+    services.source_reindex(source=source)
+    if not request.htmx:
+        messages.success(request, f"Re-indexing “{source.title}”.")
+        return redirect("library", pk=pk)
+    source.refresh_from_db()
+    return _row_response(request, source)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def source_delete(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    source = _source_for(request, pk, source_id)
+    if request.method == "POST":
+        title = source.title
+        services.source_delete(source=source)
+        messages.success(request, f"Deleted “{title}” and its passages.")
+        return redirect("library", pk=pk)
+    return render(request, "knowledge/source_delete.html", {"campaign": source.campaign, "source": source})
+
+
+# ------------------------------------------------------------ job monitor
+
+
+def staff_required(view):
+    """Staff only; everyone else is told the page does not exist."""
+
+    @wraps(view)
+    @login_required
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@require_GET
+@staff_required
+def job_monitor(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state not in IndexJob.State.values:
+        state = ""
+    context = {
+        "jobs": selectors.monitor_jobs(state=state),
+        "health": selectors.monitor_health(now=timezone.now()),
+        "state": state,
+        "states": IndexJob.State.choices,
+        "stale_after": services.STALE_AFTER,
+    }
+    template = "knowledge/job_monitor.html"
+    if request.htmx:
+        template += "#jobs"
+    return render(request, template, context)
+
+
+def _back_to_monitor(request: HttpRequest) -> HttpResponse:
+    state = request.POST.get("state", "")
+    response = redirect("job_monitor")
+    if state in IndexJob.State.values:
+        response["Location"] += f"?state={state}"
+    return response
+
+
+@require_POST
+@staff_required
+def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = get_object_or_404(IndexJob, pk=job_id)
+    new = services.job_retry(job=job)
+    messages.success(request, f"Queued job #{new.pk} for “{job.source.title}”.")
+    return _back_to_monitor(request)
+
+
+@require_POST
+@staff_required
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = get_object_or_404(IndexJob, pk=job_id)
+    if services.job_cancel(job=job, now=timezone.now()):
+        messages.success(request, f"Cancelled job #{job.pk}.")
+    else:
+        messages.error(request, f"Job #{job.pk} had already finished.")
+    return _back_to_monitor(request)

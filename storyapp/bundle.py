@@ -1,0 +1,330 @@
+"""The campaign bundle, format version 1 (DESIGN.md §9).
+
+Export writes one JSON document with the campaign's settings, its whole action
+tree and head, its knowledge sources and its context snapshots. Import reads
+version 1 as written there forever: unknown keys are ignored, and anything
+malformed (a missing key, a wrong type, a parent or head naming no action, a
+cycle) is refused with a message naming the place, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from contextbuild.tokens import count_tokens
+from knowledge import services as knowledge
+
+from .models import Action, Campaign, ContextSnapshot
+from .services import current_state
+
+FORMAT = "loremaster.campaign"
+VERSION = 1
+KINDS = {choice.value for choice in Action.Kind}
+CLASSES = {"canon", "reference", "inspiration"}
+VISIBILITIES = {"visible", "hidden"}
+LENGTHS = {choice.value for choice in Campaign.NarrationLength}
+
+
+class BundleError(ValueError):
+    """The bundle cannot be imported; the message says where and why."""
+
+
+# ------------------------------------------------------------------ export
+
+
+def export(campaign: Campaign) -> dict:
+    actions = list(Action.objects.filter(campaign=campaign).order_by("depth", "id"))
+    kept = _exportable(actions)
+    head = Action.objects.filter(pk=campaign.head_id).first()
+    while head is not None and head.pk not in kept:
+        head = head.parent
+    sources = campaign.sources.order_by("id")
+    snapshots = ContextSnapshot.objects.filter(action__campaign=campaign, action_id__in=kept).order_by("action_id")
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "campaign": {
+            "title": campaign.title,
+            "narrator_prompt": campaign.narrator_prompt,
+            "ai_instructions": campaign.ai_instructions,
+            "plot_essentials": campaign.plot_essentials,
+            "authors_note": campaign.authors_note,
+            "persona": {
+                "name": campaign.persona_name,
+                "pronouns": campaign.persona_pronouns,
+                "description": campaign.persona_description,
+            },
+            "narration_length": campaign.narration_length,
+            "canon": {"rules": campaign.canon_rules, "forbidden_status_changes": campaign.forbidden_status_changes},
+        },
+        "narrative_state": current_state(campaign, head),
+        "actions": [
+            {
+                "id": _ref(a.pk),
+                "parent": _ref(a.parent_id) if a.parent_id else None,
+                "kind": a.kind,
+                "text": a.text,
+                "state": a.state,
+            }
+            for a in actions
+            if a.pk in kept
+        ],
+        "head": _ref(head.pk) if head is not None else None,
+        "sources": [
+            {
+                "title": s.title,
+                "filename": s.original_filename,
+                "classification": s.classification,
+                "visibility": s.visibility,
+                "always_include": s.always_include,
+                "enabled": s.enabled,
+                "text": s.content,
+            }
+            for s in sources
+        ],
+        "snapshots": [
+            {"action": _ref(s.action_id), "report": s.report, "system": s.system_text, "story": s.story_text}
+            for s in snapshots
+        ],
+    }
+
+
+def _ref(pk: int) -> str:
+    return f"a{pk}"
+
+
+def _exportable(actions: list[Action]) -> set[int]:
+    """Finished actions whose ancestors are all finished: a failed or
+    unfinished narration is not part of any story worth carrying over."""
+    kept: set[int] = set()
+    for action in actions:  # parents come first: ordered by depth
+        finished = action.status in (Action.Status.DONE, Action.Status.STOPPED) and action.text.strip()
+        if finished and (action.parent_id is None or action.parent_id in kept):
+            kept.add(action.pk)
+    return kept
+
+
+# ------------------------------------------------------------------ import
+
+
+@dataclass(frozen=True)
+class _Action:
+    ref: str
+    parent: str | None
+    kind: str
+    text: str
+    state: dict | None
+
+
+def _require(mapping: dict, key: str, kind, where: str, *, optional: bool = False):
+    if key not in mapping:
+        if optional:
+            return None
+        raise BundleError(f"{where} is missing the required key “{key}”.")
+    value = mapping[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise BundleError(f"{where}.{key} should be {names}, not {type(value).__name__}.")
+    return value
+
+
+def _text(mapping: dict, key: str, where: str) -> str:
+    return _require(mapping, key, str, where, optional=True) or ""
+
+
+def validate(bundle) -> dict:
+    """Checks the whole bundle and returns what import needs, or raises BundleError."""
+    if not isinstance(bundle, dict):
+        raise BundleError("The bundle should be a JSON object.")
+    if bundle.get("format") != FORMAT:
+        raise BundleError(f"This is not a Loremaster campaign bundle (format should be “{FORMAT}”).")
+    version = _require(bundle, "version", int, "bundle")
+    if version != VERSION:
+        raise BundleError(f"Bundle version {version} is not supported; this server reads version {VERSION}.")
+    campaign = _require(bundle, "campaign", dict, "bundle")
+    title = _require(campaign, "title", str, "campaign")
+    if not title.strip():
+        raise BundleError("campaign.title is empty.")
+    persona = _require(campaign, "persona", dict, "campaign", optional=True) or {}
+    canon = _require(campaign, "canon", dict, "campaign", optional=True) or {}
+    rules = _require(canon, "rules", list, "campaign.canon", optional=True) or []
+    if not all(isinstance(rule, str) for rule in rules):
+        raise BundleError("campaign.canon.rules should be a list of strings.")
+    forbidden = _require(canon, "forbidden_status_changes", list, "campaign.canon", optional=True) or []
+    for index, change in enumerate(forbidden):
+        where = f"campaign.canon.forbidden_status_changes[{index}]"
+        if not isinstance(change, dict):
+            raise BundleError(f"{where} should be an object with “from” and “to”.")
+        _require(change, "from", str, where)
+        _require(change, "to", str, where)
+    length = _text(campaign, "narration_length", "campaign")
+    if length not in LENGTHS:
+        raise BundleError(f"campaign.narration_length should be one of brief, medium, long or empty, not “{length}”.")
+    state = _require(bundle, "narrative_state", dict, "bundle", optional=True) or {}
+
+    actions = [_action(item, index) for index, item in enumerate(_require(bundle, "actions", list, "bundle"))]
+    order = _tree_order(actions)
+    head = _require(bundle, "head", str, "bundle", optional=True)
+    if head is not None and head not in order:
+        raise BundleError(f"head names the action “{head}”, which is not in the bundle.")
+    if head is None and actions:
+        raise BundleError("bundle.head is missing: a bundle with actions must say which one the story is read at.")
+
+    sources = [_source(item, index) for index, item in enumerate(_require(bundle, "sources", list, "bundle", optional=True) or [])]
+    snapshots = []
+    for index, item in enumerate(_require(bundle, "snapshots", list, "bundle", optional=True) or []):
+        where = f"snapshots[{index}]"
+        if not isinstance(item, dict):
+            raise BundleError(f"{where} should be an object.")
+        ref = _require(item, "action", str, where)
+        if ref not in order:
+            raise BundleError(f"{where}.action names “{ref}”, which is not in the bundle.")
+        snapshots.append({
+            "action": ref,
+            "report": _require(item, "report", dict, where),
+            "system": _text(item, "system", where),
+            "story": _text(item, "story", where),
+        })
+    return {
+        "campaign": {
+            "title": title.strip()[:200],
+            "narrator_prompt": _text(campaign, "narrator_prompt", "campaign"),
+            "ai_instructions": _text(campaign, "ai_instructions", "campaign"),
+            "plot_essentials": _text(campaign, "plot_essentials", "campaign"),
+            "authors_note": _text(campaign, "authors_note", "campaign"),
+            "persona_name": _text(persona, "name", "campaign.persona")[:100],
+            "persona_pronouns": _text(persona, "pronouns", "campaign.persona")[:50],
+            "persona_description": _text(persona, "description", "campaign.persona"),
+            "narration_length": length,
+            "canon": {"rules": rules, "forbidden_status_changes": [{"from": c["from"], "to": c["to"]} for c in forbidden]},
+            "initial_state": state,
+        },
+        "state": state,
+        "actions": order,
+        "head": head,
+        "sources": sources,
+        "snapshots": snapshots,
+    }
+
+
+def _action(item, index: int) -> _Action:
+    where = f"actions[{index}]"
+    if not isinstance(item, dict):
+        raise BundleError(f"{where} should be an object.")
+    kind = _require(item, "kind", str, where)
+    if kind not in KINDS:
+        raise BundleError(f"{where}.kind should be player, ai or system, not “{kind}”.")
+    return _Action(
+        ref=_require(item, "id", str, where),
+        parent=_require(item, "parent", str, where, optional=True),
+        kind=kind,
+        text=_require(item, "text", str, where),
+        state=_require(item, "state", dict, where, optional=True),
+    )
+
+
+def _tree_order(actions: list[_Action]) -> dict[str, _Action]:
+    """The actions, parents before children; refuses duplicates, dangling parents and cycles."""
+    by_ref: dict[str, _Action] = {}
+    for action in actions:
+        if action.ref in by_ref:
+            raise BundleError(f"Two actions share the id “{action.ref}”.")
+        by_ref[action.ref] = action
+    children: dict[str | None, list[_Action]] = {}
+    for action in actions:
+        if action.parent is not None and action.parent not in by_ref:
+            raise BundleError(f"Action “{action.ref}” names the parent “{action.parent}”, which is not in the bundle.")
+        children.setdefault(action.parent, []).append(action)
+    order: dict[str, _Action] = {}
+    queue = deque(children.get(None, []))
+    while queue:
+        action = queue.popleft()
+        order[action.ref] = action
+        queue.extend(children.get(action.ref, []))
+    if len(order) != len(by_ref):
+        stuck = sorted(set(by_ref) - set(order))[:5]
+        raise BundleError(f"The actions {', '.join(stuck)} form a cycle: following their parents never reaches a root.")
+    return order
+
+
+def _source(item, index: int) -> dict:
+    where = f"sources[{index}]"
+    if not isinstance(item, dict):
+        raise BundleError(f"{where} should be an object.")
+    classification = _require(item, "classification", str, where)
+    if classification not in CLASSES:
+        raise BundleError(f"{where}.classification should be canon, reference or inspiration.")
+    visibility = _require(item, "visibility", str, where, optional=True) or "visible"
+    if visibility not in VISIBILITIES:
+        raise BundleError(f"{where}.visibility should be visible or hidden.")
+    always = bool(_require(item, "always_include", bool, where, optional=True))
+    if always and classification != "canon":
+        raise BundleError(f"{where}: only Canon sources can be always included.")
+    text = _require(item, "text", str, where)
+    if not text.strip():
+        raise BundleError(f"{where}.text is empty.")
+    filename = _require(item, "filename", str, where)
+    return {
+        "title": _text(item, "title", where),
+        "filename": filename,
+        "classification": classification,
+        "visibility": visibility,
+        "always_include": always,
+        "enabled": _require(item, "enabled", bool, where, optional=True) is not False,
+        "text": text,
+    }
+
+
+def import_bundle(bundle, *, owner) -> Campaign:
+    """Creates the campaign; nothing is written unless the whole bundle is valid.
+
+    Sources are stored unindexed here; the caller indexes them (see
+    `import_and_index`), because indexing may call an embedding endpoint and
+    must not hold the import's transaction open.
+    """
+    plan = validate(bundle)
+    with transaction.atomic():
+        return _write(plan, owner)
+
+
+def _write(plan: dict, owner) -> Campaign:
+    campaign = Campaign.objects.create(owner=owner, **plan["campaign"])
+    created: dict[str, Action] = {}
+    for ref, item in plan["actions"].items():
+        parent = created.get(item.parent) if item.parent else None
+        state = item.state if item.state is not None else (parent.state if parent is not None else plan["state"])
+        created[ref] = Action.objects.create(
+            campaign=campaign, parent=parent, depth=parent.depth + 1 if parent else 0, kind=item.kind,
+            text=item.text, token_count=count_tokens(item.text), state=state,
+        )
+    if plan["head"] is not None:
+        campaign.head = created[plan["head"]]
+        campaign.save(update_fields=["head"])
+    for source in plan["sources"]:
+        try:
+            knowledge.source_create(
+                campaign=campaign, filename=source["filename"], text=source["text"], title=source["title"],
+                classification=source["classification"], visibility=source["visibility"],
+                always_include=source["always_include"], enabled=source["enabled"], enqueue=False,
+            )
+        except knowledge.DuplicateSource:
+            continue  # the same text twice in one bundle: one source carries it
+    ContextSnapshot.objects.bulk_create(
+        ContextSnapshot(action=created[s["action"]], report=s["report"], system_text=s["system"], story_text=s["story"])
+        for s in plan["snapshots"]
+    )
+    return campaign
+
+
+def import_and_index(bundle, *, owner) -> Campaign:
+    """Imports the bundle, then indexes its sources in this process (no worker
+    needed); returns once every source is ready or failed."""
+    campaign = import_bundle(bundle, owner=owner)
+    for source in campaign.sources.order_by("id"):
+        knowledge.source_index_now(source)
+    return campaign

@@ -1,0 +1,38 @@
+import pytest
+
+from knowledge import services
+from tests.factories import CampaignFactory, EndpointProfileFactory
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Readers are made with a password; the default hasher costs half a
+    second each, which is most of this folder's run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def lexical_profile(db, model):
+    """An endpoint with no embedding model: sources are indexed lexical only."""
+    return EndpointProfileFactory(base_url=model.base_url, embedding_model="")
+
+
+@pytest.fixture
+def campaign(alice, lexical_profile):
+    return CampaignFactory(owner=alice, endpoint=lexical_profile, title="The Salt Road")
+
+
+@pytest.fixture
+def embedded_campaign(alice, endpoint):
+    return CampaignFactory(owner=alice, endpoint=endpoint, title="The Salt Road")
+
+
+@pytest.fixture
+def library():
+    """Adds a source to a campaign and indexes it in-process, as a worker would."""
+
+    def add(campaign, text, *, filename="lore.md", **options):
+        source = services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
+        return services.source_index_now(source)
+
+    return add
