@@ -7,11 +7,19 @@ settings, turns them into plain records, and hands them over.
 
 from __future__ import annotations
 
+import logging
+from contextlib import nullcontext
+
+from django.db import DatabaseError, connection, transaction
+
 from contextbuild import records
+from contextbuild.tokens import truncate_to_last_tokens
 
 from . import lineage
 from .models import Action, Campaign, EndpointProfile
 from .services import current_state, in_story
+
+log = logging.getLogger(__name__)
 
 
 def endpoint_for(campaign: Campaign) -> EndpointProfile | None:
@@ -72,12 +80,52 @@ def turn_inputs(
     )
     last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and in_story(a)), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
+    state = current_state(campaign, position)
     return records.TurnInputs(
         campaign=campaign_record(campaign),
         settings=settings,
         history=history,
         history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),
         player_text=player_text.strip(),
-        narrative_state=current_state(campaign, position),
+        narrative_state=state,
         state_refusals=refusals,
+        knowledge=knowledge_for(campaign, profile, position=position, state=state, player_text=player_text),
     )
+
+
+def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, player_text: str = ""):
+    """The retrieval query's inputs, as plain values: the state at the
+    position, the newest lineage actions' texts (through `lineage`, so an
+    undone branch never reaches the query) and the persona's name."""
+    from knowledge.query import QUERY_ACTIONS, QUERY_TOKENS, QueryInputs
+
+    tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS)
+    texts = [truncate_to_last_tokens(a.text, QUERY_TOKENS) for a in tail if in_story(a)]
+    return QueryInputs.build(
+        state=state,
+        recent=texts,
+        persona_name=campaign.persona_name,
+        player_text=player_text.strip(),
+    )
+
+
+def knowledge_for(
+    campaign: Campaign, profile: EndpointProfile, *, position: Action | None, state: dict, player_text: str = ""
+) -> records.KnowledgeResult:
+    """The campaign library's passages for this turn. Never fails the turn:
+    an endpoint failure is already a note on the result, and anything else
+    is logged and reported as a note with nothing supplied."""
+    from knowledge.retrieval import retrieve
+
+    inputs = query_inputs(campaign, position=position, state=state, player_text=player_text)
+    # A savepoint only inside a transaction (a failed statement would poison
+    # it); outside one, an atomic block would take SQLite's write lock for a read.
+    guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    try:
+        with guard:
+            return retrieve(campaign_id=campaign.pk, profile=profile, query=inputs)
+    except DatabaseError as exc:
+        log.exception("Retrieval failed for campaign %s", campaign.pk)
+        return records.KnowledgeResult(
+            semantic_note=f"Retrieval failed this turn ({type(exc).__name__}); nothing was supplied."
+        )

@@ -1,7 +1,11 @@
 """Deterministic demo embeddings: a signed, feature-hashed bag of words.
 
 Texts that share words point the same way and unrelated texts are near
-orthogonal, which is all retrieval tests need, with no model weights.
+orthogonal, which is all retrieval tests need, with no model weights. Common
+function words are left out, as a trained model all but ignores them: without
+that, any two English paragraphs share "the", "and" and "of" and score 0.4,
+and no relevance floor could separate related passages from unrelated ones
+(`manage.py calibrate_embeddings` measures exactly that).
 """
 
 import base64
@@ -12,6 +16,17 @@ import struct
 from .narration import stable_hash
 
 DIMENSIONS = 384
+
+#: Function words, which carry no topic.
+FUNCTION_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself s t""".split()
+)
 
 
 def words(text: str) -> list[str]:
@@ -25,6 +40,8 @@ def embed(text: str, dimensions: int = DIMENSIONS) -> list[float]:
     """
     vector = [0.0] * dimensions
     for word in words(text):
+        if word in FUNCTION_WORDS:
+            continue
         digest = stable_hash(word)
         vector[digest % dimensions] += 1.0 if digest >> 63 else -1.0
     norm = math.sqrt(sum(value * value for value in vector)) or 1.0

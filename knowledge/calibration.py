@@ -1,0 +1,95 @@
+"""Measuring an embedding model's semantic admission floor.
+
+Cosine scales differ between embedding models: one model's "unrelated" can be
+another's "related". So retrieval admits a passage semantically only against
+a floor measured for exactly the model in use, and a model with no floor has
+its semantic path disabled (knowledge/retrieval.py).
+
+Method. The calibration set (knowledge/data/calibration_pairs.json) holds 40
+topics, each a story moment and a lore passage about the same subject.
+
+1. Embed every scene and every passage with the model.
+2. Related scores: each scene against its own passage (40 pairs).
+   Unrelated scores: each scene against every other topic's passage
+   (40 × 39 pairs): fantasy text about something else, the hard case.
+3. The floor is the midpoint between the unrelated 95th percentile and the
+   related 10th percentile: above nearly every unrelated pair and below nearly
+   every related one.
+4. If the unrelated 95th percentile reaches the related 10th percentile, the
+   model cannot tell the two apart well enough and no floor is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).parent / "data" / "calibration_pairs.json"
+METHOD = "midpoint of unrelated p95 and related p10"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    related: dict
+    unrelated: dict
+    floor: float | None
+    refusal: str = ""
+
+
+def topics(path: Path = DATA) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["topics"]
+
+
+def distribution(scores: np.ndarray) -> dict:
+    """min / p10 / median / p90 / p95 / max and the count, rounded."""
+    points = {"min": 0, "p10": 10, "median": 50, "p90": 90, "p95": 95, "max": 100}
+    return {name: round(float(np.percentile(scores, q)), 4) for name, q in points.items()} | {
+        "pairs": int(scores.size)
+    }
+
+
+def measure(scenes: np.ndarray, passages: np.ndarray) -> Measurement:
+    """The two distributions and the floor, from row-aligned scene and
+    passage vectors (row i of each is topic i)."""
+    scenes = _unit(np.asarray(scenes, dtype=np.float32))
+    passages = _unit(np.asarray(passages, dtype=np.float32))
+    grid = scenes @ passages.T
+    related = np.diag(grid)
+    unrelated = grid[~np.eye(len(grid), dtype=bool)]
+    low, high = distribution(related), distribution(unrelated)
+    if high["p95"] >= low["p10"]:
+        return Measurement(
+            low,
+            high,
+            None,
+            f"The distributions overlap: unrelated p95 {high['p95']:.3f} reaches related p10 "
+            f"{low['p10']:.3f}, so no floor separates them. Semantic retrieval stays disabled for this model.",
+        )
+    return Measurement(low, high, round((high["p95"] + low["p10"]) / 2, 4))
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def calibration_record(*, model: str, measurement: Measurement, now: datetime):
+    """Stores (or replaces) the model's floor."""
+    from .models import EmbeddingCalibration
+
+    calibration, _ = EmbeddingCalibration.objects.update_or_create(
+        model=model,
+        defaults={
+            "floor": measurement.floor,
+            "related": measurement.related,
+            "unrelated": measurement.unrelated,
+            "method": METHOD,
+            "measured_at": now,
+        },
+    )
+    return calibration

@@ -1,0 +1,100 @@
+"""The retrieval query and lexical admission: pure, no database."""
+
+import pytest
+
+from contextbuild.tokens import count_tokens
+from knowledge import query
+from knowledge.query import QueryInputs, assemble, lexical_admits
+
+STATE = {
+    "scene": {"summary": "Mara waits at the quay for the harbourmaster.", "location": "Westhaven harbour"},
+    "entities": {"aldric": {"name": "Aldric", "aliases": ["the harbourmaster"], "status": "alive"}},
+    "threads": {
+        "seal": {"title": "Return the broken seal", "status": "open"},
+        "old": {"title": "Find the lost lantern", "status": "resolved"},
+    },
+}
+
+
+def built(recent=(), **kw):
+    return assemble(QueryInputs.build(state=STATE, recent=list(recent), persona_name="Mara", **kw))
+
+
+def index(q, word):
+    return q.terms.index(word)
+
+
+@pytest.mark.parametrize("word", ["the", "and", "you", "your", "says", "said", "would", "through", "something"])
+def test_common_words_never_become_terms(word):
+    assert word in query.STOPWORDS
+    assert word not in query.terms(f"{word} {word} lantern")
+    assert query.terms(f"{word} lantern") == ["lantern"]
+
+
+def test_the_stopword_list_is_several_hundred_words():
+    assert len(query.STOPWORDS) > 400
+
+
+def test_the_query_reads_scene_location_entities_aliases_open_threads_and_the_story():
+    q = built(["You climb the stair to the lighthouse."])
+    for word in ("quay", "westhaven", "harbour", "aldric", "harbourmaster", "seal", "lighthouse", "mara"):
+        assert word in q.terms
+    assert "lost" not in q.terms and "lantern" not in q.terms  # a resolved thread
+    assert "Westhaven harbour" in q.text and "lighthouse" in q.text
+
+
+def test_inflections_are_one_term():
+    assert query.terms("harbour harbours tides tide bridges bridge") == ["harbour", "tides", "bridges"]
+
+
+def test_only_the_newest_four_actions_and_600_tokens_of_story_are_read():
+    recent = [f"Ancient{n} ruin." for n in range(6)]
+    q = built(recent)
+    assert "ancient0" not in q.terms and "ancient1" not in q.terms and "ancient5" in q.terms
+    long = built(["dragon " * 2000 + "finale"])
+    assert count_tokens(long.text) < 700 and "finale" in long.terms
+
+
+def test_a_pending_reader_action_is_the_newest_of_the_four():
+    q = built([f"Ancient{n} ruin." for n in range(4)], player_text="I ring the bell.")
+    assert "bell" in q.terms and "ancient0" not in q.terms and "ancient1" in q.terms
+
+
+def test_the_terms_are_bounded():
+    q = built([" ".join(f"word{n}x" for n in range(300))])
+    assert len(q.terms) == query.MAX_TERMS
+
+
+def test_a_name_and_its_alias_are_one_standing_signal():
+    q = built(["Aldric the harbourmaster nods."])
+    both = {index(q, "aldric"), index(q, "harbourmaster")}
+    assert not lexical_admits(both, q.terms, q.standing, q.shares)
+
+
+def test_lone_standing_matches_never_admit_however_many():
+    state = dict(STATE, entities={**STATE["entities"], "venn": {"name": "House Venn", "aliases": ["the Venns"]}})
+    q = assemble(QueryInputs.build(state=state, recent=["Mara, Aldric and the Venns."], persona_name="Mara"))
+    matched = {index(q, w) for w in ("mara", "aldric", "harbourmaster", "house", "venn")}
+    assert not lexical_admits(matched, q.terms, q.standing, q.shares)
+
+
+def test_a_standing_entity_counts_alongside_a_term_that_is_not_standing():
+    q = built(["Aldric looks at the lighthouse."])
+    assert lexical_admits({index(q, "aldric"), index(q, "lighthouse")}, q.terms, q.standing, q.shares)
+
+
+def test_two_distinct_terms_admit_and_one_common_one_does_not():
+    q = built(["The lighthouse keeper trims the wick."])
+    assert lexical_admits({index(q, "lighthouse"), index(q, "keeper")}, q.terms, q.standing, q.shares)
+    assert not lexical_admits({index(q, "lighthouse")}, q.terms, q.standing, q.shares)
+
+
+def test_one_distinctive_term_carrying_the_query_admits():
+    q = assemble(QueryInputs.build(state={"scene": {"location": "Westhaven"}}, recent=["Westhaven wakes."]))
+    assert q.terms[0] == "westhaven"
+    assert lexical_admits({0}, q.terms, q.standing, q.shares)
+
+
+def test_the_standing_groups_are_the_persona_and_each_entity():
+    groups = query.standing_groups(STATE, "Mara Venn")
+    assert groups == (frozenset({"mara", "venn"}), frozenset({"aldric", "harbourmaster"}))
