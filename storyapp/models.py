@@ -14,7 +14,9 @@ class EndpointProfile(models.Model):
         CHAT = "chat", "Chat completions"
 
     name = models.CharField(max_length=100, unique=True)
-    base_url = models.URLField(max_length=300, validators=[validate_base_url])
+    base_url = models.CharField(
+        max_length=300, validators=[validate_base_url], help_text="For example http://127.0.0.1:11434/v1"
+    )
     api_key_encrypted = models.TextField(blank=True, editable=False)
     chat_model = models.CharField(max_length=200)
     api_mode = models.CharField(max_length=20, choices=ApiMode.choices, default=ApiMode.CHAT)

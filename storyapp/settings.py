@@ -139,7 +139,6 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3") and not DATABASES["default
     DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-FORMS_URLFIELD_ASSUME_HTTPS = True
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
