@@ -30,7 +30,21 @@ class CampaignForm(forms.ModelForm):
             "persona_description": forms.Textarea(attrs={"rows": 2}),
             "narrator_prompt": forms.Textarea(attrs={"rows": 4}),
         }
-        labels = {"endpoint": "Model endpoint", "narrator_prompt": "Narrator prompt override"}
+        labels = {
+            "endpoint": "Model endpoint",
+            "ai_instructions": "AI instructions",
+            "authors_note": "Author's note",
+            "persona_name": "Your character's name",
+            "persona_pronouns": "Pronouns",
+            "persona_description": "Your character",
+            "narrator_prompt": "Narrator prompt override",
+        }
+        help_texts = {
+            "ai_instructions": "How the narrator should write: voice, tense, what to avoid.",
+            "plot_essentials": "Facts the narrator must always remember.",
+            "authors_note": "A steer placed close to the end of the story, where it weighs most.",
+            "narration_length": "How long each narration should be, within the endpoint's reply limit.",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

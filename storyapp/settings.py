@@ -212,6 +212,7 @@ LOGGING = {
         # The openai client logs request options at DEBUG, headers included.
         "openai": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
     },
 }
 
