@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from contextbuild.tokens import truncate_to_last_tokens
 
@@ -140,6 +141,7 @@ def words(text: str) -> list[str]:
     return found
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix-stripping key, so "harbour" and "harbours" are one term.
 

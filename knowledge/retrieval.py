@@ -11,6 +11,11 @@ whether a passage matched *at all*, using signals that mean something on
 their own: how many distinct meaningful query terms it holds (lone standing
 entities refused, knowledge.query.lexical_admits), and the raw cosine against
 the floor measured for exactly this embedding model (EmbeddingCalibration).
+A passage admitted by cosine alone whose only words in common with the query
+are standing entities is refused too: the cast is in every query, so a
+similarity carried by their names (a short hidden file about the protagonist)
+says nothing about the scene. A passage sharing no term at all is a match by
+meaning, which is what the semantic path is for, and stays.
 Neither compares a candidate with the others, so a library in which nothing
 matches supplies nothing. The seed's first version normalized against the
 best candidate and then floored at a share of the best, which the best clears
@@ -30,8 +35,8 @@ per turn, and opaque to the inspector.
 
 The semantic path scores the campaign's whole library: a float32 matrix per
 (campaign, model), normalized once and cached in this process, is checked on
-every turn against a stamp read from the campaign's source rows (ids, update
-times, models). Every change to a source's passages or vectors (index, re-index,
+every turn against a stamp read from the campaign's source rows (count, id
+sum, newest update time). Every change to a source's passages or vectors (index, re-index,
 re-embed, delete) goes through the source row and bumps `updated`, so another
 process's change is seen on the next turn. Enabled and index state are applied
 as a mask at query time, so disabling a source needs no reload.
@@ -50,6 +55,7 @@ import httpx
 import numpy as np
 import openai
 from django.db import connection
+from django.db.models import Count, Max, Sum
 
 from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult
 from storyapp.models import EndpointProfile
@@ -57,7 +63,7 @@ from storyapp.models import EndpointProfile
 from . import lexical, selectors
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import Query, QueryInputs, assemble, lexical_admits, why_not_admitted
+from .query import Query, QueryInputs, assemble, lexical_admits, stem, why_not_admitted, words
 
 LEXICAL_CANDIDATES = 40
 SEMANTIC_CANDIDATES = 40
@@ -171,6 +177,18 @@ def explain(
     else:
         wanted_rows = wanted
     rows = {c.pk: c for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(wanted_rows))}
+    for chunk_id, how in list(admitted.items()):
+        if set(how) == {"semantic"} and chunk_id in rows:
+            names = _standing_only(rows[chunk_id], q)
+            if names:
+                # The cast is in every query, so a similarity carried by their
+                # names says nothing about the scene: the lexical rule's
+                # reasoning, applied to the words the two texts share.
+                del admitted[chunk_id]
+                record[chunk_id]["semantic_reason"] = (
+                    "shares only standing entities with the query (" + ", ".join(names) + ")"
+                )
+    wanted = set(admitted) | set(always)
 
     # ---- ranking, among the survivors only
     survivors = [c for c in admitted if c in rows]
@@ -222,6 +240,18 @@ def explain(
     if decisions:
         explained = tuple(_decisions(record, admitted, rows, kept, suppressed, floor))
     return Retrieval(result=result, query=q, decisions=explained)
+
+
+def _standing_only(chunk: KnowledgeChunk, q: Query) -> list[str]:
+    """The standing-entity words a passage shares with the query, when those
+    are all it shares; [] when it shares another term, or nothing at all (a
+    match by meaning alone, which is what the semantic path is for)."""
+    held = {stem(w) for w in words(f"{chunk.heading_path} {chunk.text}")}
+    shared = [t for t in q.terms if stem(t) in held]
+    standing = set().union(*q.standing) if q.standing else set()
+    if shared and all(stem(t) in standing for t in shared):
+        return shared
+    return []
 
 
 def _normalized(value: float, top: float) -> float:
@@ -319,12 +349,15 @@ def _decisions(record, admitted, rows, kept, suppressed, floor) -> list[dict]:
             reasons = []
             if "lexical" in entry:
                 reasons.append("lexical: " + entry.get("lexical_reason", "admitted"))
-            if "cosine" in entry:
+            if "semantic_reason" in entry:
+                reasons.append("semantic: " + entry["semantic_reason"])
+            elif "cosine" in entry:
                 reasons.append(f"semantic: cosine {entry['cosine']:.3f} below the floor {floor:.3f}")
             if how and chunk is None:
                 reasons.append("its source is no longer enabled and ready")
             line["why"] = "; ".join(reasons)
         line.pop("lexical_reason", None)
+        line.pop("semantic_reason", None)
         out.append(line)
     out.sort(key=lambda d: (not d["admitted"], d.get("rank") or 10**9, -(d.get("lexical") or 0)))
     return out
@@ -432,16 +465,24 @@ _cache_lock = threading.Lock()
 
 
 def _sources_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
-    """(stamp of the vectors' content, ids of the searchable sources), from
-    one small read of the campaign's source rows."""
-    rows = list(
-        KnowledgeSource.objects.filter(campaign_id=campaign_id)
-        .order_by("pk")
-        .values_list("pk", "updated", "embedding_model", "enabled", "index_state")
+    """(stamp of the vectors' content, ids of the searchable sources).
+
+    Every write to a source's passages or vectors (index, re-index, re-embed)
+    sets the source's `updated` to the time of the swap, and a delete removes
+    the row, so the count, the id sum and the newest `updated` change with
+    any of them. Enabled and index state are not in the stamp: they are the
+    mask, read fresh every turn.
+    """
+    stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
+        count=Count("pk"), ids=Sum("pk"), newest=Max("updated")
     )
-    stamp = tuple((pk, updated.isoformat() if updated else "", em) for pk, updated, em, _, _ in rows)
-    searchable = frozenset(pk for pk, _, _, enabled, state in rows if enabled and state == Ready)
-    return stamp, searchable
+    searchable = frozenset(
+        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready).values_list(
+            "pk", flat=True
+        )
+    )
+    newest = stamp["newest"].isoformat() if stamp["newest"] else ""
+    return (stamp["count"], stamp["ids"], newest), searchable
 
 
 def library_for(campaign_id: int, model: str) -> _Library:

@@ -188,3 +188,9 @@ def test_the_retrieve_command_prints_ranked_candidates_and_decisions(fantasy, li
     assert admitted[0]["rank"] == 1 and admitted[0]["admitted_by"]
     assert rejected and all(d["why"] for d in rejected)
     assert report["generated"] == len(report["decisions"])
+
+
+def test_a_hidden_file_is_not_admitted_by_cosine_carried_by_standing_names(fantasy):
+    result = ask(fantasy, "Mara buys bread and counts her coins.", "Aldric the harbourmaster shrugs at Mara.")
+    assert result.semantic_used
+    assert "hidden-key.md" not in files(result)

@@ -56,8 +56,8 @@ def test_a_turn_is_shown_the_matching_passage_with_its_provenance(play, model):
     assert used["filename"] == "westhaven.md" and used["heading_path"].endswith("The harbour") and "lantern wardens" in used["text"]
     assert "hidden-key.md" not in {p["filename"] for p in knowledge["used"]}
     [chat] = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
-    system = chat["messages"][0]["content"]
-    assert f"[westhaven.md · {used['heading_path']} · passage {used['chunk_index'] + 1}]" in system
+    prompt = "\n".join(m["content"] for m in chat["messages"])
+    assert f"[westhaven.md · {used['heading_path']} · passage {used['chunk_index'] + 1}]" in prompt
     assert any(r["path"] == "/v1/embeddings" for r in model.requests())
 
 
