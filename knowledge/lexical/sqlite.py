@@ -23,6 +23,7 @@ from . import LexicalHit
 TABLE = "knowledge_chunk_fts"
 TRIGGERS = ("knowledge_chunk_fts_delete", "knowledge_chunk_fts_update")
 _COLUMNS = "campaign_id, heading_path, text"
+_TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: bm25 weights per column: the campaign column only scopes, the heading
 #: trail counts more than the text.
 _WEIGHTS = "0.0, 4.0, 1.0"
@@ -30,7 +31,7 @@ _WEIGHTS = "0.0, 4.0, 1.0"
 _INSTALL = [
     f"""CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(
         {_COLUMNS}, content='knowledge_knowledgechunk', content_rowid='id',
-        tokenize='porter unicode61 remove_diacritics 2')""",
+        tokenize='{_TOKENIZE}')""",
     f"""CREATE TRIGGER IF NOT EXISTS knowledge_chunk_fts_delete AFTER DELETE ON knowledge_knowledgechunk BEGIN
         INSERT INTO {TABLE}({TABLE}, rowid, {_COLUMNS})
         VALUES ('delete', old.id, old.campaign_id, old.heading_path, old.text);
@@ -86,8 +87,8 @@ def _scoped(campaign_id: int, expression: str) -> str:
 
 def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> list[LexicalHit]:
     """1. bm25-rank the matches of any term in the campaign, source state
-    filtered by the join, top `limit`. 2. For those rows only, one match per
-    term, in one statement."""
+    filtered by the join, top `limit`. 2. For those rows only, which terms
+    each one matched (`_evidence`)."""
     any_term = _scoped(campaign_id, " OR ".join(_phrase(term) for _, term in terms))
     with connection.cursor() as cursor:
         cursor.execute(
@@ -106,15 +107,39 @@ def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> lis
         ranked = cursor.fetchall()
         if not ranked:
             return []
-        ids = [chunk_id for chunk_id, _ in ranked]
-        marks = ", ".join(["%s"] * len(ids))
-        parts, params = [], []
-        for index, term in terms:
-            parts.append(f"SELECT {int(index)}, rowid FROM {TABLE} WHERE {TABLE} MATCH %s AND rowid IN ({marks})")
-            params += [_scoped(campaign_id, _phrase(term)), *ids]
-        cursor.execute(" UNION ALL ".join(parts), params)
-        matched: dict[int, set[int]] = {}
-        for index, chunk_id in cursor.fetchall():
-            matched.setdefault(chunk_id, set()).add(index)
+        matched = _evidence(cursor, [chunk_id for chunk_id, _ in ranked], terms)
     # bm25 is lower-is-better; the interface promises higher-is-better.
     return [LexicalHit(chunk_id, -float(score), frozenset(matched.get(chunk_id, ()))) for chunk_id, score in ranked]
+
+
+_EVIDENCE = "knowledge_chunk_evidence"
+
+
+def _evidence(cursor, ids: list[int], terms: list[tuple[int, str]]) -> dict[int, set[int]]:
+    """Which terms each of the ranked rows matched.
+
+    FTS5 cannot restrict a MATCH to a list of rowids (`rowid IN (...)` is
+    applied after the whole campaign has been matched), so asking the main
+    index term by term costs a full search per term. Instead the few ranked
+    rows are copied into a connection-private FTS5 table with the same
+    tokenizer, where each term's match touches only them.
+    """
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_EVIDENCE} USING fts5(body, tokenize='{_TOKENIZE}')"
+    )
+    cursor.execute(f"DELETE FROM temp.{_EVIDENCE}")
+    marks = ", ".join(["%s"] * len(ids))
+    cursor.execute(
+        f"INSERT INTO temp.{_EVIDENCE}(rowid, body) SELECT id, heading_path || ' ' || text "
+        f"FROM knowledge_knowledgechunk WHERE id IN ({marks})",
+        ids,
+    )
+    parts, params = [], []
+    for index, term in terms:
+        parts.append(f"SELECT {int(index)}, rowid FROM temp.{_EVIDENCE} WHERE {_EVIDENCE} MATCH %s")
+        params.append(_phrase(term))
+    cursor.execute(" UNION ALL ".join(parts), params)
+    matched: dict[int, set[int]] = {}
+    for index, chunk_id in cursor.fetchall():
+        matched.setdefault(chunk_id, set()).add(index)
+    return matched
