@@ -94,6 +94,9 @@ class KnowledgeChunk(models.Model):
     class Meta:
         ordering = ["source_id", "index"]
         constraints = [models.UniqueConstraint(fields=["source", "index"], name="knowledge_chunk_unique_index")]
+        # Lets PostgreSQL scan a small campaign's passages directly when a
+        # query's terms are too common for the (campaign, search) GIN index to narrow.
+        indexes = [models.Index(fields=["campaign"], name="knowledge_chunk_campaign")]
 
     def __str__(self) -> str:
         return f"{self.source_id} · passage {self.index}"

@@ -75,16 +75,17 @@ def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> lis
         ranked = cursor.fetchall()
         if not ranked:
             return []
-        tests = ", ".join(["c.search @@ plainto_tsquery(%s::regconfig, %s)"] * len(terms))
-        test_params: list = []
-        for _, term in terms:
-            test_params += [CONFIG, term]
+        # Each term's tsquery is built once, not once per row: plainto_tsquery
+        # is only stable, so written inline it would be parsed for every row.
         cursor.execute(
-            f"SELECT c.id, {tests} FROM knowledge_knowledgechunk c WHERE c.id = ANY(%s)",
-            [*test_params, [chunk_id for chunk_id, _ in ranked]],
+            f"""
+            WITH t(i, query) AS (
+                SELECT i, plainto_tsquery('{CONFIG}', term) FROM unnest(%s::integer[], %s::text[]) AS u(i, term)
+            )
+            SELECT c.id, array_agg(t.i) FROM knowledge_knowledgechunk c JOIN t ON c.search @@ t.query
+            WHERE c.id = ANY(%s) GROUP BY c.id
+            """,
+            [[i for i, _ in terms], [term for _, term in terms], [chunk_id for chunk_id, _ in ranked]],
         )
-        matched = {
-            row[0]: frozenset(index for (index, _), hit in zip(terms, row[1:], strict=True) if hit)
-            for row in cursor.fetchall()
-        }
+        matched = {chunk_id: frozenset(indexes) for chunk_id, indexes in cursor.fetchall()}
     return [LexicalHit(chunk_id, float(score), matched.get(chunk_id, frozenset())) for chunk_id, score in ranked]
