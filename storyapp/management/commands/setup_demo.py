@@ -1,9 +1,13 @@
 import sys
+from io import StringIO
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
 
+from knowledge.models import EmbeddingCalibration
 from storyapp import demo
+from storyapp.demomodel import DemoModelServer
 
 
 class Command(BaseCommand):
@@ -21,6 +25,8 @@ class Command(BaseCommand):
     def handle(self, *args, web_port, demo_port, procfile, **options):
         found = demo.find_endpoint(demo.environ(), demo_port=demo_port)
         profile = demo.install_endpoint(found)
+        if found.scripted_demo:
+            self._calibrate_demo_embeddings(profile, demo_port)
         username, password = demo.ensure_reader(settings.VAR_DIR / "demo-login")
         campaign = demo.ensure_campaign(username)
         with open(procfile, "w") as out:
@@ -39,3 +45,17 @@ class Command(BaseCommand):
                 "See http://127.0.0.1:%d/models/ to connect one." % web_port
             ))
         self.stdout.write("")
+
+    def _calibrate_demo_embeddings(self, profile, port: int) -> None:
+        """Measures the demo embedding model's relevance floor once, against
+        the demo server itself, so semantic retrieval works on a first run.
+        A real model is calibrated the same way, by `calibrate_embeddings`."""
+        if EmbeddingCalibration.objects.filter(model=profile.embedding_model).exists():
+            return
+        try:
+            with DemoModelServer(port=port, chunk_delay=0):
+                call_command(
+                    "calibrate_embeddings", model=profile.embedding_model, endpoint=str(profile.pk), stdout=StringIO()
+                )
+        except (OSError, CommandError) as exc:
+            self.stdout.write(self.style.WARNING(f"  Could not calibrate the demo embeddings ({exc}); retrieval stays lexical."))
