@@ -24,10 +24,28 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 
 
+#: How many characters of tail to encode per token of budget. Generous: a
+#: cl100k token averages about four characters of English.
+_CHARS_PER_TOKEN_BOUND = 16
+#: Tokens to spare beyond the budget before the tail is trusted: the tail is
+#: cut mid-word, which changes how that first word is tokenized, and the
+#: spare tokens make sure the cut word is among those dropped.
+_CUT_SLACK = 16
+
+
 def truncate_to_last_tokens(text: str, budget: int) -> str:
-    """The end of `text` that fits in `budget` tokens: the newest words survive."""
+    """The end of `text` that fits in `budget` tokens: the newest words survive.
+
+    Encodes only a tail long enough to hold `budget` tokens, so cutting the
+    end off a long story costs the budget, not the story.
+    """
     if budget <= 0:
         return ""
+    window = budget * _CHARS_PER_TOKEN_BOUND
+    if len(text) > window:
+        tail = encoding().encode_ordinary(text[-window:])
+        if len(tail) > budget + _CUT_SLACK:
+            return encoding().decode(tail[-budget:])
     tokens = encoding().encode_ordinary(text)
     if len(tokens) <= budget:
         return text

@@ -160,17 +160,18 @@ def explain(
             entry["lexical_reason"] = why_not_admitted(hit.matched, q.terms, q.standing)
     generated = len(record)
 
+    always_sources = list(
+        KnowledgeSource.objects.filter(
+            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, classification=CANON
+        ).values_list("pk", flat=True)
+    )
+    # Asked of the few source rows first: most campaigns have none, and then
+    # the passages are not read at all.
     always = list(
-        KnowledgeChunk.objects.filter(
-            source__campaign_id=campaign_id,
-            source__enabled=True,
-            source__index_state=Ready,
-            source__always_include=True,
-            source__classification=CANON,
-        )
+        KnowledgeChunk.objects.filter(source_id__in=always_sources)
         .order_by("source__title", "source_id", "index")
         .values_list("pk", flat=True)[:ALWAYS_LIMIT]
-    )
+    ) if always_sources else []
     wanted = set(admitted) | set(always)
     if decisions and record:
         wanted_rows = set(record) | set(always)
