@@ -63,11 +63,13 @@ def turn_inputs(
     position: Action | None,
     player_text: str = "",
     budget: int | None = None,
+    with_knowledge: bool = True,
 ) -> records.TurnInputs:
     """The inputs for a narration that continues the lineage ending at `position`.
 
     `player_text` is a reader's action not yet stored (the `build_context`
     command's preview); a stored turn's player action is already the position.
+    `with_knowledge=False` skips retrieval, for measuring the rest alone.
     """
     settings = settings_record(profile, budget=budget)
     window = lineage.window_covering(
@@ -89,7 +91,11 @@ def turn_inputs(
         player_text=player_text.strip(),
         narrative_state=state,
         state_refusals=refusals,
-        knowledge=knowledge_for(campaign, profile, position=position, state=state, player_text=player_text),
+        knowledge=(
+            knowledge_for(campaign, profile, position=position, state=state, player_text=player_text)
+            if with_knowledge
+            else None
+        ),
     )
 
 

@@ -3,7 +3,7 @@ import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
-from django.db import transaction
+from django.db import connection, transaction
 
 from contextbuild import build_context
 from contextbuild.tokens import count_tokens
@@ -23,7 +23,8 @@ class _Rollback(Exception):
 
 class Command(BaseCommand):
     help = (
-        "Benchmark per-turn prompt assembly (excluding retrieval and the model call): "
+        "Benchmark per-turn prompt assembly (excluding retrieval, which bench_retrieval measures, "
+        "and the model call): "
         "reading the lineage window and building the prompt for a long story. Works in "
         "a transaction that is rolled back, so the database is left as it was."
     )
@@ -57,11 +58,17 @@ class Command(BaseCommand):
             )
         campaign.head = parent
         campaign.save()
+        if connection.vendor == "postgresql":
+            # A live instance's autovacuum keeps these statistics current; rows
+            # written a moment ago in this transaction would otherwise leave the
+            # planner believing the table empty, and walking it row by row.
+            with connection.cursor() as cursor:
+                cursor.execute(f"ANALYZE {Action._meta.db_table}")
 
         gather, build, whole = [], [], []
         for _ in range(runs):
             started = time.perf_counter()
-            inputs = prompting.turn_inputs(campaign, profile, position=parent)
+            inputs = prompting.turn_inputs(campaign, profile, position=parent, with_knowledge=False)
             gathered = time.perf_counter()
             build_context(inputs)
             finished = time.perf_counter()
