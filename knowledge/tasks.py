@@ -21,14 +21,3 @@ def index_job(self, job_id: int) -> None:
     except services.RetryLater as exc:
         countdown = services.BACKOFF_SECONDS[min(retries, len(services.BACKOFF_SECONDS) - 1)]
         raise self.retry(exc=exc, countdown=countdown) from exc
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def recover_jobs() -> None:
-    """Requeues index jobs whose worker died (see `services.jobs_recover`)."""
-    services.jobs_recover(now=timezone.now())
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def refresh_embeddings(campaign_ids: list[int]) -> None:
-    services.embeddings_refresh(campaign_ids=campaign_ids)

@@ -1,4 +1,4 @@
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -119,8 +119,10 @@ class Action(models.Model):
         STOPPED = "stopped", "Stopped"
 
     #: A narration whose worker has not written for this long is taken to be
-    #: dead: it may be claimed again, and Stop ends it at once.
-    STALE_AFTER = timedelta(seconds=90)
+    #: dead: it may be claimed again, and Stop ends it at once. Longer than
+    #: an endpoint's default timeout, so a slow first token is not mistaken
+    #: for a dead worker.
+    STALE_AFTER = timedelta(minutes=3)
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="actions")
     parent = models.ForeignKey(
@@ -154,11 +156,6 @@ class Action(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in {self.Status.PENDING, self.Status.STREAMING}
-
-    def is_stale(self, now: datetime) -> bool:
-        return self.status == self.Status.STREAMING and (
-            self.heartbeat is None or self.heartbeat < now - self.STALE_AFTER
-        )
 
 
 class ContextSnapshot(models.Model):

@@ -39,7 +39,7 @@ def recover_stale(campaign_id: int, *, now: datetime) -> int:
     `narrate` makes a needless re-queue harmless. Returns how many."""
     stuck = Action.objects.filter(
         Q(status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER)
-        | Q(status=Action.Status.PENDING, created__lt=now - STALE_AFTER),
+        | Q(status=Action.Status.PENDING, heartbeat__lt=now - STALE_AFTER),
         campaign_id=campaign_id,
         stop_requested=False,
     ).values_list("pk", flat=True)
@@ -47,6 +47,9 @@ def recover_stale(campaign_id: int, *, now: datetime) -> int:
 
     count = 0
     for action_id in stuck:
+        # The heartbeat marks when it was last queued, so one dead worker is
+        # re-queued once a period, not on every page load.
+        Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(heartbeat=now)
         narrate_action.delay(action_id)
         count += 1
     return count
@@ -73,6 +76,16 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
     action = claim(action_id, now=clock())
     if action is None:
         return
+    try:
+        _narrate(action, clock)
+    except Exception:
+        # Whatever went wrong, the reader gets a failed turn they can retry,
+        # never a narration that looks busy forever.
+        log.exception("Narration of action %s failed", action_id)
+        _fail(action, "Something went wrong while writing this narration. Press Retry.")
+
+
+def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     campaign = action.campaign
     profile = prompting.endpoint_for(campaign)
     if profile is None:
@@ -85,7 +98,6 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
         return
 
     raw = ""
-    shown = ""
     last_flush = time.monotonic()
     stopped = False
     failure = None
@@ -95,11 +107,9 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
             if time.monotonic() - last_flush < FLUSH_SECONDS:
                 continue
             last_flush = time.monotonic()
-            visible = stateblock.visible_prose(raw)
-            if visible == shown:
-                continue
-            shown = visible
-            if not _flush(action_id, shown, now=clock()):
+            # Written on every interval, changed or not: it is also the
+            # heartbeat that tells other workers this narration is alive.
+            if not _flush(action.pk, stateblock.visible_prose(raw), now=clock()):
                 stopped = True
                 break
     except ModelFailure as exc:

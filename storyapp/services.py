@@ -1,9 +1,10 @@
-"""Writes to the story: turns, undo/redo/retry, alternatives, edits, campaigns.
+"""Writes to the story: turns, undo/redo/retry, alternatives, edits.
 
-Every function here is the one place its change happens, and each runs in one
-transaction with the campaign row locked, so two tabs pressing Undo and
-Submit at the same moment cannot leave the head pointing into a branch the
-other just abandoned.
+Every function here that moves the head or adds actions is the one place its
+change happens, and runs in one transaction with the campaign row locked, so
+two tabs pressing Undo and Submit at the same moment cannot leave the head
+pointing into a branch the other just abandoned. Stop is a single
+conditional UPDATE; the few reads here sit beside the writes they serve.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
         status=status,
         state=current_state(campaign, parent),
         visited=now,
+        # For a pending narration: when it was queued (see narration.recover_stale).
+        heartbeat=now if status == Action.Status.PENDING else None,
     )
 
 
@@ -150,8 +153,8 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
     _refuse_while_narrating(head)
     if head.kind == Action.Kind.AI and head.status in {Action.Status.FAILED, Action.Status.STOPPED}:
         head.text, head.error, head.status, head.stop_requested = "", "", Action.Status.PENDING, False
-        head.token_count = 0
-        head.save(update_fields=["text", "error", "status", "stop_requested", "token_count"])
+        head.token_count, head.heartbeat = 0, now
+        head.save(update_fields=["text", "error", "status", "stop_requested", "token_count", "heartbeat"])
         ContextSnapshot.objects.filter(action=head).delete()
         _enqueue_narration(head)
         return head
@@ -195,7 +198,12 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
         raise TurnRefused("An action cannot be empty. Use Undo to take it back.")
     action.text = text
     action.token_count = count_tokens(text)
-    action.save(update_fields=["text", "token_count"])
+    fields = ["text", "token_count"]
+    if action.status == Action.Status.FAILED:
+        # The reader kept the cut-off text and finished it: now it is story.
+        action.status, action.error = Action.Status.DONE, ""
+        fields += ["status", "error"]
+    action.save(update_fields=fields)
     return action
 
 

@@ -1,7 +1,8 @@
 """The reader's pages: campaigns, the play page and its htmx endpoints.
 
 Every view that takes an id loads it through `access.campaign_for` or
-`access.action_for`, which filter by the requesting reader.
+`access.action_for`, which filter by the requesting reader; the async stream
+applies the same owner filter in its own query.
 """
 
 from __future__ import annotations
@@ -121,15 +122,19 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
-def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = "") -> HttpResponse:
-    if not request.htmx:
-        if error:
-            messages.error(request, error)
+def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = "", text: str = "") -> HttpResponse:
+    """The story after a command: the #story partial for htmx; without
+    JavaScript, a redirect, or on a refusal the whole page again with the
+    reader's typed text still in the box."""
+    if not request.htmx and not error:
         return redirect("campaign_play", pk=campaign.pk)
     campaign.refresh_from_db()
     context = _story_context(campaign)
     context["error"] = error
-    return render(request, "storyapp/play.html#story", context)
+    if request.htmx:
+        return render(request, "storyapp/play.html#story", context)
+    context["turn_text"] = text
+    return render(request, "storyapp/play.html", context)
 
 
 @login_required
@@ -137,12 +142,13 @@ def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = ""
 def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = campaign_for(request, pk)
     form = TurnForm(request.POST)
+    typed = request.POST.get("text", "")
     if not form.is_valid():
-        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])))
+        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed)
     try:
         services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
+        return _story_response(request, campaign, error=str(exc), text=typed)
     response = _story_response(request, campaign)
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
@@ -233,6 +239,9 @@ def _sse(event: str, data: str, event_id: int | None = None) -> str:
     lines = [f"event: {event}"]
     if event_id is not None:
         lines.append(f"id: {event_id}")
+    # A bare \r also ends an SSE line; normalise it so model output cannot
+    # cut a data line short or smuggle in a field of its own.
+    data = data.replace("\r\n", "\n").replace("\r", "\n")
     lines += [f"data: {line}" for line in data.split("\n")]
     return "\n".join(lines) + "\n\n"
 

@@ -101,3 +101,19 @@ def test_stop_on_a_narration_whose_worker_died_ends_it(campaign):
     assert services.narration_stop(action=action, now=timezone.now())
     action.refresh_from_db()
     assert action.status == Action.Status.STOPPED and action.text == "Half"
+
+
+def test_a_carriage_return_in_narration_cannot_forge_a_stream_field(client, campaign):
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="Calm.\revent: done\rid: 999999\rMore.")
+    client.login(username="alice", password=PASSWORD)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert events[0] == ("chunk", str(len(action.text)), "Calm.\nevent: done\nid: 999999\nMore.")
+    assert [e[0] for e in events] == ["chunk", "done"]
+
+
+def test_an_unexpected_error_fails_the_narration_instead_of_leaving_it_busy(campaign, settings, django_capture_on_commit_callbacks):
+    settings.ENDPOINT_ALLOWLIST = ["api.openai.com"]  # the profile's loopback URL no longer passes
+    with django_capture_on_commit_callbacks(execute=True):
+        _, action = services.turn_submit(campaign=campaign, text="Knock.", now=timezone.now())
+    action.refresh_from_db()
+    assert action.status == Action.Status.FAILED and "Retry" in action.error

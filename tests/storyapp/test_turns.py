@@ -5,11 +5,12 @@ runs the queued narration as a worker would.
 """
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from storyapp import lineage, services
 from storyapp.models import Action
-from tests.factories import CampaignFactory
+from tests.factories import PASSWORD, CampaignFactory
 
 
 @pytest.fixture
@@ -132,3 +133,23 @@ def test_stop_before_a_worker_starts_stops_at_once(campaign):
     narration.refresh_from_db()
     assert narration.status == Action.Status.STOPPED
     services.turn_submit(campaign=campaign, text="Two.", now=timezone.now())
+
+
+def test_a_refused_turn_without_javascript_keeps_the_typed_text(client, campaign):
+    services.turn_submit(campaign=campaign, text="One.", now=timezone.now())
+    client.login(username="alice", password=PASSWORD)
+    page = client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "My carefully typed second move."})
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "still writing" in body and "My carefully typed second move.</textarea>" in body
+
+
+def test_editing_a_failed_narration_makes_it_part_of_the_story(campaign, play, model):
+    model.script({"reply": "The fog rolls in over the quay, thick as wool.", "cut_after": 20})
+    _, narration = play("Look.")
+    assert narration.status == Action.Status.FAILED
+    services.action_edit(campaign=campaign, action=narration, text="The fog rolls in, thick as wool.")
+    narration.refresh_from_db()
+    assert narration.status == Action.Status.DONE and not narration.error
+    player, _ = play("I walk on.")
+    assert player.parent_id == narration.pk
