@@ -2,8 +2,9 @@
 
 Every library view loads the campaign through `storyapp.access.campaign_for`
 (another reader's campaign is a 404) and the source through `_source_for`,
-which looks it up within that campaign. The monitor is staff only; anyone
-else gets the same 404 as for a page that does not exist.
+which looks it up within that campaign. The monitor is staff only: a reader
+who is not staff gets the same 404 as for a page that does not exist, whatever
+the method; a visitor who is not signed in is sent to log in.
 """
 
 from __future__ import annotations
@@ -222,8 +223,8 @@ def staff_required(view):
     return wrapped
 
 
-@require_GET
 @staff_required
+@require_GET
 def job_monitor(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in IndexJob.State.values:
@@ -249,8 +250,8 @@ def _back_to_monitor(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_POST
 @staff_required
+@require_POST
 def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
     job = get_object_or_404(IndexJob, pk=job_id)
     new = services.job_retry(job=job)
@@ -258,8 +259,8 @@ def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
     return _back_to_monitor(request)
 
 
-@require_POST
 @staff_required
+@require_POST
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     job = get_object_or_404(IndexJob, pk=job_id)
     if services.job_cancel(job=job, now=timezone.now()):
