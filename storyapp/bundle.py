@@ -133,6 +133,11 @@ def _require(mapping: dict, key: str, kind, where: str, *, optional: bool = Fals
     return value
 
 
+def _object(item, where: str) -> None:
+    if not isinstance(item, dict):
+        raise BundleError(f"{where} should be an object.")
+
+
 def _text(mapping: dict, key: str, where: str) -> str:
     return _require(mapping, key, str, where, optional=True) or ""
 
@@ -179,8 +184,7 @@ def validate(bundle) -> dict:
     snapshots = []
     for index, item in enumerate(_require(bundle, "snapshots", list, "bundle", optional=True) or []):
         where = f"snapshots[{index}]"
-        if not isinstance(item, dict):
-            raise BundleError(f"{where} should be an object.")
+        _object(item, where)
         ref = _require(item, "action", str, where)
         if ref not in order:
             raise BundleError(f"{where}.action names “{ref}”, which is not in the bundle.")
@@ -214,8 +218,7 @@ def validate(bundle) -> dict:
 
 def _action(item, index: int) -> _Action:
     where = f"actions[{index}]"
-    if not isinstance(item, dict):
-        raise BundleError(f"{where} should be an object.")
+    _object(item, where)
     kind = _require(item, "kind", str, where)
     if kind not in KINDS:
         raise BundleError(f"{where}.kind should be player, ai or system, not “{kind}”.")
@@ -254,8 +257,7 @@ def _tree_order(actions: list[_Action]) -> dict[str, _Action]:
 
 def _source(item, index: int) -> dict:
     where = f"sources[{index}]"
-    if not isinstance(item, dict):
-        raise BundleError(f"{where} should be an object.")
+    _object(item, where)
     classification = _require(item, "classification", str, where)
     if classification not in CLASSES:
         raise BundleError(f"{where}.classification should be canon, reference or inspiration.")

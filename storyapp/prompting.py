@@ -13,7 +13,6 @@ from contextlib import nullcontext
 from django.db import DatabaseError, connection, transaction
 
 from contextbuild import records
-from contextbuild.tokens import truncate_to_last_tokens
 
 from . import lineage
 from .models import Action, Campaign, EndpointProfile
@@ -103,10 +102,11 @@ def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, pl
     """The retrieval query's inputs, as plain values: the state at the
     position, the newest lineage actions' texts (through `lineage`, so an
     undone branch never reaches the query) and the persona's name."""
-    from knowledge.query import QUERY_ACTIONS, QUERY_TOKENS, QueryInputs
+    from knowledge.query import QUERY_ACTIONS, QueryInputs
 
     tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS)
-    texts = [truncate_to_last_tokens(a.text, QUERY_TOKENS) for a in tail if in_story(a)]
+    # Bounded to the query's token budget as a whole by knowledge.query.
+    texts = [a.text for a in tail if in_story(a)]
     return QueryInputs.build(
         state=state,
         recent=texts,
