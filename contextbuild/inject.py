@@ -195,6 +195,7 @@ def report(ready: Plan) -> dict:
             dict(c.as_record(), duplicate_of=c.duplicate_of) for c in result.suppressed
         ],
         "terms": list(result.terms),
+        "rank_terms": list(result.rank_terms),
         "considered": result.considered,
         "generated": result.generated,
         "rejected": result.rejected,

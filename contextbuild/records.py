@@ -157,6 +157,9 @@ class KnowledgeResult:
     candidates: tuple[KnowledgeCandidate, ...] = ()
     suppressed: tuple[KnowledgeCandidate, ...] = ()
     terms: tuple[str, ...] = ()
+    #: The terms the lexical search found and ranked passages by (the rarest
+    #: in the library, see knowledge.termstats); every term counts as evidence.
+    rank_terms: tuple[str, ...] = ()
     considered: int = 0
     generated: int = 0
     rejected: int = 0

@@ -1,6 +1,7 @@
 """Choosing which imported passages a turn is shown (DESIGN.md §5).
 
-    query (knowledge.query) ─┬─▶ lexical candidates, top 40 (knowledge.lexical)
+    query (knowledge.query) ─┬─▶ lexical candidates, top 40 (knowledge.lexical,
+                             │   found by the library's rarest terms: knowledge.termstats)
                              └─▶ semantic candidates, top 40 (cosine, whole library)
         ─▶ ADMISSION on absolute signals ─▶ always-included Canon joins
         ─▶ RANKING among survivors ─▶ near-duplicate suppression (within a class)
@@ -55,12 +56,11 @@ import httpx
 import numpy as np
 import openai
 from django.db import connection
-from django.db.models import Count, Max, Sum
 
 from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult
 from storyapp.models import EndpointProfile
 
-from . import lexical, selectors
+from . import lexical, selectors, termstats
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import Query, QueryInputs, assemble, lexical_admits, stem, why_not_admitted, words
@@ -137,8 +137,13 @@ def explain(
     model = profile.embedding_model.strip() if profile is not None else ""
     floor = semantic_floor(model)
 
-    hits = lexical.search(campaign_id=campaign_id, terms=q.terms, limit=LEXICAL_CANDIDATES) if q.terms else []
-    semantic, note, library = _semantic(campaign_id, profile, model, floor, q, query_vector)
+    stamp = selectors.library_stamp(campaign_id)
+    rank_on: list[int] = []
+    hits = []
+    if q.terms:
+        rank_on = termstats.rank_terms(q.terms, termstats.profile_for(campaign_id, stamp[0]))
+        hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
+    semantic, note, library = _semantic(campaign_id, profile, model, floor, q, query_vector, stamp)
 
     # ---- admission: per passage, per path, never against the others
     admitted: dict[int, dict] = {}
@@ -228,6 +233,7 @@ def explain(
         candidates=tuple(kept),
         suppressed=tuple(suppressed),
         terms=q.terms,
+        rank_terms=tuple(q.terms[i] for i in rank_on),
         considered=len(candidates),
         generated=generated,
         rejected=generated - len(admitted),
@@ -374,6 +380,7 @@ def _semantic(
     floor: float | None,
     q: Query,
     query_vector: np.ndarray | None,
+    stamp: tuple[tuple, frozenset],
 ) -> tuple[list[tuple[int, float]], str, _Library | None]:
     """Top cosine candidates over the whole library, or none and the reason."""
     if not model:
@@ -389,7 +396,7 @@ def _semantic(
         ), None
     if not q.text.strip():
         return [], "Nothing in the current scene to search on.", None
-    library = library_for(campaign_id, model)
+    library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
         return [], f"No passage has been embedded with “{model}” yet, so retrieval is lexical only.", None
     if query_vector is None:
@@ -465,28 +472,7 @@ _cache: OrderedDict[tuple, _Library] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _sources_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
-    """(stamp of the vectors' content, ids of the searchable sources).
-
-    Every write to a source's passages or vectors (index, re-index, re-embed)
-    sets the source's `updated` to the time of the swap, and a delete removes
-    the row, so the count, the id sum and the newest `updated` change with
-    any of them. Enabled and index state are not in the stamp: they are the
-    mask, read fresh every turn.
-    """
-    stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
-        count=Count("pk"), ids=Sum("pk"), newest=Max("updated")
-    )
-    searchable = frozenset(
-        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready).values_list(
-            "pk", flat=True
-        )
-    )
-    newest = stamp["newest"].isoformat() if stamp["newest"] else ""
-    return (stamp["count"], stamp["ids"], newest), searchable
-
-
-def library_for(campaign_id: int, model: str) -> _Library:
+def library_for(campaign_id: int, model: str, *, stamp: tuple[tuple, frozenset] | None = None) -> _Library:
     """The cached library, reloaded when the campaign's sources say it changed.
 
     The stamp is read before the vectors, so a change committed in between
@@ -494,7 +480,7 @@ def library_for(campaign_id: int, model: str) -> _Library:
     never an older matrix under a newer stamp.
     """
     key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
-    stamp, searchable = _sources_stamp(campaign_id)
+    stamp, searchable = stamp or selectors.library_stamp(campaign_id)
     with _cache_lock:
         library = _cache.get(key)
         if library is not None:
@@ -542,5 +528,7 @@ def _load(campaign_id: int, model: str, stamp: tuple) -> _Library:
 
 
 def clear_cache() -> None:
+    """Forgets every cached library matrix and term profile in this process."""
     with _cache_lock:
         _cache.clear()
+    termstats.clear_cache()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
+from django.db.models import Count, Max, Sum
 
 from storyapp.models import Campaign
 
@@ -124,3 +125,25 @@ def vectors_for(
         vectors.append(embeddings.from_bytes(vector))
     matrix = np.vstack(vectors) if vectors else np.zeros((0, width or 0), dtype=embeddings.DTYPE)
     return ids, matrix
+
+
+def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
+    """(stamp of the library's passages and vectors, ids of the searchable
+    sources), for the per-process caches built from them.
+
+    Every write to a source's passages or vectors (index, re-index, re-embed)
+    sets the source's `updated` to the time of the swap, and a delete removes
+    the row, so the count, the id sum and the newest `updated` change with
+    any of them. Enabled and index state are not in the stamp: they are the
+    mask, read fresh every turn.
+    """
+    stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
+        count=Count("pk"), ids=Sum("pk"), newest=Max("updated")
+    )
+    searchable = frozenset(
+        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready).values_list(
+            "pk", flat=True
+        )
+    )
+    newest = stamp["newest"].isoformat() if stamp["newest"] else ""
+    return (stamp["count"], stamp["ids"], newest), searchable

@@ -7,8 +7,9 @@ campaign id as an indexed column that every query matches on, ranked by bm25.
 
 Both answer the same question: for a campaign and a list of terms, the best
 `limit` passages of that campaign's enabled, ready sources that match any
-term, and for each, which of the terms it matched (the evidence admission
-needs). Terms are words; a term of several words matches passages holding
+of the terms it ranks on (all of them, or the subset `rank_on` names, see
+knowledge.termstats), and for each, which of *all* the terms it matched
+(the evidence admission needs). Terms are words; a term of several words matches passages holding
 all of them. Callers pass meaningful words: PostgreSQL drops English stop
 words and SQLite does not, so a lone "the" is not a portable query.
 """
@@ -45,18 +46,23 @@ def _backend():
     return sqlite
 
 
-def search(*, campaign_id: int, terms: Sequence[str], limit: int = 40) -> list[LexicalHit]:
+def search(
+    *, campaign_id: int, terms: Sequence[str], limit: int = 40, rank_on: Sequence[int] | None = None
+) -> list[LexicalHit]:
     """The ranked candidate passages of one campaign for `terms`, best first.
 
     Only chunks of the campaign's enabled, `ready` sources are returned, at
     most `limit` of them; ties are broken by chunk id so the order is stable.
+    `rank_on` (indexes into `terms`; None for all) names the terms that find
+    and rank passages; evidence is always tested against every term.
     """
     usable = [(i, " ".join(_words(term))) for i, term in enumerate(list(terms)[:MAX_TERMS])]
     usable = [(i, term) for i, term in usable if term]
+    ranking = usable if rank_on is None else [(i, term) for i, term in usable if i in set(rank_on)]
     limit = max(0, min(limit, MAX_LIMIT))
-    if not usable or not limit:
+    if not ranking or not limit:
         return []
-    return _backend().search(campaign_id=campaign_id, terms=usable, limit=limit)
+    return _backend().search(campaign_id=campaign_id, terms=usable, ranking=ranking, limit=limit)
 
 
 def insert(*, rows: Sequence[tuple[int, int, int, str, str, int]]) -> None:

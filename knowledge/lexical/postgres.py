@@ -50,13 +50,15 @@ def insert(*, rows) -> None:
         )
 
 
-def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> list[LexicalHit]:
-    """1. Rank the matches of any term with ts_rank, campaign and source state
-    filtered in the same query, top `limit`. 2. For those rows only, test
-    each term on its own."""
-    any_term = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(terms))
+def search(
+    *, campaign_id: int, terms: list[tuple[int, str]], ranking: list[tuple[int, str]], limit: int
+) -> list[LexicalHit]:
+    """1. Rank the matches of any `ranking` term with ts_rank, campaign and
+    source state filtered in the same query, top `limit`. 2. For those rows
+    only, test each of all the `terms` on its own."""
+    any_term = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(ranking))
     any_params: list = []
-    for _, term in terms:
+    for _, term in ranking:
         any_params += [CONFIG, term]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -75,17 +77,29 @@ def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> lis
         ranked = cursor.fetchall()
         if not ranked:
             return []
-        # Each term's tsquery is built once, not once per row: plainto_tsquery
-        # is only stable, so written inline it would be parsed for every row.
-        cursor.execute(
-            f"""
-            WITH t(i, query) AS (
-                SELECT i, plainto_tsquery('{CONFIG}', term) FROM unnest(%s::integer[], %s::text[]) AS u(i, term)
-            )
-            SELECT c.id, array_agg(t.i) FROM knowledge_knowledgechunk c JOIN t ON c.search @@ t.query
-            WHERE c.id = ANY(%s) GROUP BY c.id
-            """,
-            [[i for i, _ in terms], [term for _, term in terms], [chunk_id for chunk_id, _ in ranked]],
-        )
-        matched = {chunk_id: frozenset(indexes) for chunk_id, indexes in cursor.fetchall()}
+        matched = _evidence(cursor, [chunk_id for chunk_id, _ in ranked], terms)
     return [LexicalHit(chunk_id, float(score), matched.get(chunk_id, frozenset())) for chunk_id, score in ranked]
+
+
+def _evidence(cursor, ids: list[int], terms: list[tuple[int, str]]) -> dict[int, frozenset[int]]:
+    """Which terms each of the ranked rows matched.
+
+    A term matches a passage when all its lexemes are in the passage's
+    vector, which is what `search @@ plainto_tsquery(term)` tests (both parse
+    with the same configuration). The test is made here on lexeme sets, read
+    once per row and once per term: asked of Postgres pair by pair, each of
+    the 2,400 (row, term) tests decompressed the row's vector again.
+    """
+    cursor.execute(
+        f"SELECT i, tsvector_to_array(to_tsvector('{CONFIG}', term)) "
+        "FROM unnest(%s::integer[], %s::text[]) AS u(i, term)",
+        [[i for i, _ in terms], [term for _, term in terms]],
+    )
+    # A term of stop words only has no lexemes and, as a tsquery, matches nothing.
+    wanted = [(i, frozenset(lexemes)) for i, lexemes in cursor.fetchall() if lexemes]
+    cursor.execute("SELECT id, tsvector_to_array(search) FROM knowledge_knowledgechunk WHERE id = ANY(%s)", [ids])
+    matched = {}
+    for chunk_id, lexemes in cursor.fetchall():
+        held = frozenset(lexemes)
+        matched[chunk_id] = frozenset(i for i, needed in wanted if needed <= held)
+    return matched

@@ -85,11 +85,13 @@ def _scoped(campaign_id: int, expression: str) -> str:
     return f'campaign_id : "{int(campaign_id)}" AND ({expression})'
 
 
-def search(*, campaign_id: int, terms: list[tuple[int, str]], limit: int) -> list[LexicalHit]:
-    """1. bm25-rank the matches of any term in the campaign, source state
-    filtered by the join, top `limit`. 2. For those rows only, which terms
-    each one matched (`_evidence`)."""
-    any_term = _scoped(campaign_id, " OR ".join(_phrase(term) for _, term in terms))
+def search(
+    *, campaign_id: int, terms: list[tuple[int, str]], ranking: list[tuple[int, str]], limit: int
+) -> list[LexicalHit]:
+    """1. bm25-rank the matches of any `ranking` term in the campaign, source
+    state filtered by the join, top `limit`. 2. For those rows only, which of
+    all the `terms` each one matched (`_evidence`)."""
+    any_term = _scoped(campaign_id, " OR ".join(_phrase(term) for _, term in ranking))
     with connection.cursor() as cursor:
         cursor.execute(
             f"""

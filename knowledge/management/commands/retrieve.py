@@ -36,6 +36,7 @@ class Command(BaseCommand):
             "campaign": found.pk,
             "position": head.pk if head else None,
             "terms": list(result.terms),
+            "rank_terms": list(result.rank_terms),
             "standing_entities": [sorted(group) for group in worked.query.standing],
             "semantic": {
                 "model": result.embedding_model,
@@ -55,6 +56,8 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False, default=str))
             return
         self.stdout.write("Terms: " + ", ".join(result.terms))
+        if len(result.rank_terms) < len(result.terms):
+            self.stdout.write("Ranked on the rarest: " + ", ".join(result.rank_terms))
         if result.semantic_note:
             self.stdout.write(result.semantic_note)
         self.stdout.write(f"{result.generated} generated, {result.rejected} rejected, {result.considered} considered")
