@@ -74,15 +74,14 @@ def rank_terms(terms: Sequence[str], profile: TermProfile, budget: int | None = 
     their expected matches stays within `budget` (RANK_MATCHES), the rarest
     always; in the order the query gave them."""
     budget = RANK_MATCHES if budget is None else budget
-    order = sorted(range(len(terms)), key=lambda i: (profile.expected_matches(terms[i]), i))
+    costs = [profile.expected_matches(term) for term in terms]
     chosen: list[int] = []
     total = 0.0
-    for index in order:
-        cost = profile.expected_matches(terms[index])
-        if chosen and total + cost > budget:
+    for index in sorted(range(len(terms)), key=lambda i: (costs[i], i)):
+        if chosen and total + costs[index] > budget:
             break
         chosen.append(index)
-        total += cost
+        total += costs[index]
     return sorted(chosen)
 
 
