@@ -9,9 +9,10 @@
 
 Admission comes before ranking, and the order is the point. Admission asks
 whether a passage matched *at all*, using signals that mean something on
-their own: how many distinct meaningful query terms it holds (lone standing
-entities refused, knowledge.query.lexical_admits), and the raw cosine against
-the floor measured for exactly this embedding model (EmbeddingCalibration).
+their own: how many distinct meaningful query terms it holds (standing
+entities, everyday English and words common in this library never count,
+knowledge.query.lexical_admits), and the raw cosine against the floor
+measured for exactly this embedding model (EmbeddingCalibration).
 A passage admitted by cosine alone whose only words in common with the query
 are standing entities is refused too: the cast is in every query, so a
 similarity carried by their names (a short hidden file about the protagonist)
@@ -80,6 +81,8 @@ ALWAYS_LIMIT = 200
 #: The query embedding gets at most this long, whatever the profile allows:
 #: a stalled endpoint must cost the semantic half, not the turn's patience.
 QUERY_EMBED_TIMEOUT = 15.0
+#: Terms this short have their lexical matches checked word by word (`_confirmed`).
+SHORT_TERM = 4
 #: Libraries kept in memory per process (a 100,000-passage library at 384
 #: dimensions is 150 MB).
 CACHED_LIBRARIES = 4
@@ -139,10 +142,15 @@ def explain(
 
     stamp = selectors.library_stamp(campaign_id)
     rank_on: list[int] = []
+    distinctive: set[int] = set()
     hits = []
     if q.terms:
-        rank_on = termstats.rank_terms(q.terms, termstats.profile_for(campaign_id, stamp[0]))
-        hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
+        counts = termstats.profile_for(campaign_id, stamp[0])
+        rank_on = termstats.rank_terms(q.terms, counts)
+        distinctive = termstats.distinctive_terms(q.terms, counts)
+        hits = _confirmed(
+            lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES), q
+        )
     semantic, note, library = _semantic(campaign_id, profile, model, floor, q, query_vector, stamp)
 
     # ---- admission: per passage, per path, never against the others
@@ -159,10 +167,10 @@ def explain(
         entry = record.setdefault(hit.chunk_id, {"chunk_id": hit.chunk_id})
         entry["lexical"] = round(hit.score, 4)
         entry["matched_terms"] = sorted(q.terms[i] for i in hit.matched if i < len(q.terms))
-        if lexical_admits(hit.matched, q.terms, q.standing, q.shares):
+        if lexical_admits(hit.matched, q.terms, q.standing, q.shares, distinctive):
             admitted.setdefault(hit.chunk_id, {})["lexical"] = hit.matched
         else:
-            entry["lexical_reason"] = why_not_admitted(hit.matched, q.terms, q.standing)
+            entry["lexical_reason"] = why_not_admitted(hit.matched, q.terms, q.standing, distinctive)
     generated = len(record)
 
     always_sources = list(
@@ -247,6 +255,32 @@ def explain(
     if decisions:
         explained = tuple(_decisions(record, admitted, rows, kept, suppressed, floor))
     return Retrieval(result=result, query=q, decisions=explained)
+
+
+def _confirmed(hits: list[lexical.LexicalHit], q: Query) -> list[lexical.LexicalHit]:
+    """The hits with each short term's match checked against the passage's
+    own words. Stemmers fold short words onto stop words that FTS5 keeps
+    (Porter makes "ate" "at" and "ones" "on"), so a short term "matched"
+    nearly every passage; longer stems are specific enough to trust."""
+    short = {i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM}
+    doubtful = [hit.chunk_id for hit in hits if hit.matched & short]
+    if not doubtful:
+        return hits
+    held = {
+        pk: {stem(w) for w in words(f"{heading_path} {text}")}
+        for pk, heading_path, text in KnowledgeChunk.objects.filter(pk__in=doubtful).values_list(
+            "pk", "heading_path", "text"
+        )
+    }
+    return [
+        replace(
+            hit,
+            matched=frozenset(
+                i for i in hit.matched if i not in short or stem(q.terms[i]) in held.get(hit.chunk_id, ())
+            ),
+        )
+        for hit in hits
+    ]
 
 
 def _standing_only(chunk: KnowledgeChunk, q: Query) -> list[str]:

@@ -78,9 +78,28 @@ def test_lone_standing_matches_never_admit_however_many():
     assert not lexical_admits(matched, q.terms, q.standing, q.shares)
 
 
-def test_a_standing_entity_counts_alongside_a_term_that_is_not_standing():
-    q = built(["Aldric looks at the lighthouse."])
-    assert lexical_admits({index(q, "aldric"), index(q, "lighthouse")}, q.terms, q.standing, q.shares)
+def test_a_standing_entity_never_counts_even_beside_a_meaningful_term():
+    """The protagonist's name plus one incidental word is still her name alone."""
+    q = built(["Aldric looks at the lighthouse while the smugglers row past."])
+    assert not lexical_admits({index(q, "aldric"), index(q, "lighthouse")}, q.terms, q.standing, q.shares)
+    assert lexical_admits(
+        {index(q, "aldric"), index(q, "lighthouse"), index(q, "smugglers")}, q.terms, q.standing, q.shares
+    )
+
+
+def test_everyday_english_words_never_admit():
+    q = built(["Years later the real people sell the house and pay for lighthouse repairs."])
+    everyday = {index(q, w) for w in ("years", "real", "people", "sell", "house", "pay")}
+    assert not lexical_admits(everyday, q.terms, q.standing, q.shares)
+    assert query.why_not_admitted(everyday, q.terms, q.standing).startswith("common words, which never admit")
+    assert lexical_admits(everyday | {index(q, "lighthouse"), index(q, "repairs")}, q.terms, q.standing, q.shares)
+
+
+def test_words_common_in_the_library_never_admit():
+    q = built(["The lighthouse keeper trims the wick."])
+    pair = {index(q, "lighthouse"), index(q, "keeper")}
+    assert lexical_admits(pair, q.terms, q.standing, q.shares, distinctive={index(q, "keeper")}) is False
+    assert lexical_admits(pair, q.terms, q.standing, q.shares, distinctive=pair)
 
 
 def test_two_distinct_terms_admit_and_one_common_one_does_not():
