@@ -226,9 +226,9 @@ class QueryInputs:
 
 @dataclass(frozen=True)
 class Query:
-    """The assembled query: the text the semantic path embeds, the terms the
-    lexical path searches, each term's share of the query, and the standing
-    groups admission refuses on their own."""
+    """The assembled query: its text, the terms the lexical path searches,
+    each term's share of the query, the standing groups admission never
+    counts, and the text the semantic path embeds (`semantic_text`)."""
 
     text: str
     terms: tuple[str, ...]
@@ -238,6 +238,18 @@ class Query:
     @property
     def empty(self) -> bool:
         return not self.terms and not self.text.strip()
+
+    @property
+    def semantic_text(self) -> str:
+        """The text without the standing entities' names. They are in every
+        query, so embedding them pulls every turn towards the passages about
+        the cast (a hidden file about the protagonist first): on hand-written
+        scenes, a query that kept the names scored the protagonist's secret
+        file above the floor in scenes that only named her."""
+        standing = set().union(*self.standing) if self.standing else set()
+        if not standing:
+            return self.text
+        return _WORD.sub(lambda m: "" if stem(m.group(0).lower()) in standing else m.group(0), self.text)
 
 
 def _text(value) -> str:

@@ -428,13 +428,13 @@ def _semantic(
             f"disabled and retrieval is lexical only. Run `manage.py calibrate_embeddings --model {model}`. "
             f"Calibrated models: {', '.join(calibrated) or 'none'}."
         ), None
-    if not q.text.strip():
+    if not q.semantic_text.strip():
         return [], "Nothing in the current scene to search on.", None
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
         return [], f"No passage has been embedded with “{model}” yet, so retrieval is lexical only.", None
     if query_vector is None:
-        query_vector, failure = _embed_query(profile, q.text)
+        query_vector, failure = _embed_query(profile, q.semantic_text)
         if query_vector is None:
             return [], f"Semantic retrieval unavailable this turn: {failure}", None
     query_vector = np.asarray(query_vector, dtype=DTYPE)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from knowledge import embeddings, lexical, selectors, services, tasks
 from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import CampaignFactory, EndpointProfileFactory, IndexJobFactory, KnowledgeSourceFactory
 
 OLD = "# Westhaven\n\n## The Harbour\n\nThe old harbour smells of tar."
@@ -66,7 +67,7 @@ def test_with_an_embedding_model_every_passage_gets_a_float32_vector_named_by_mo
     assert source.index_state == KnowledgeSource.IndexState.READY and source.embedding_model == "demo-embed"
     vectors = KnowledgeEmbedding.objects.filter(chunk__source=source)
     assert vectors.count() == 2
-    assert {(v.model, v.dimensions, len(bytes(v.vector))) for v in vectors} == {("demo-embed", 384, 384 * 4)}
+    assert {(v.model, v.dimensions, len(bytes(v.vector))) for v in vectors} == {("demo-embed", DIMENSIONS, DIMENSIONS * 4)}
     first = vectors.order_by("chunk__index").first()
     expected = model.requests()[-1]
     assert expected["path"] == "/v1/embeddings" and len(expected["input"]) == 2
@@ -258,7 +259,7 @@ def test_changing_the_embedding_model_re_embeds_and_never_mixes_models(
     ids, matrix = selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed")
     assert ids == [] and matrix.shape[0] == 0
     ids, matrix = selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed-v2")
-    assert sorted(ids) == sorted(chunk_ids) and matrix.shape == (2, 384)
+    assert sorted(ids) == sorted(chunk_ids) and matrix.shape == (2, DIMENSIONS)
 
 
 def test_editing_the_profiles_embedding_model_re_embeds_its_campaigns(

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from storyapp.demomodel import DISCLAIMER, REFUSAL, STATE_BLOCK, DemoModelServer
+from storyapp.demomodel.embedding import DIMENSIONS
 
 TURN = [{"role": "system", "content": "You narrate."}, {"role": "user", "content": "I open the door."}]
 
@@ -252,7 +253,7 @@ def test_embeddings_are_deterministic_normalised_and_share_words(api, model):
 
     dragon, related, unrelated = (item.embedding for item in first.data)
     assert [item.index for item in first.data] == [0, 1, 2]
-    assert len(dragon) == 384
+    assert len(dragon) == DIMENSIONS
     assert again.data[0].embedding == dragon
     assert math.isclose(cosine(dragon, dragon), 1.0, abs_tol=1e-6)
     assert cosine(dragon, related) > 0.3
@@ -269,7 +270,7 @@ def test_base64_embeddings_are_little_endian_float32(api, model):
     decoded_by_client = api.embeddings.create(model="demo-embed", input=texts)
 
     for index, item in enumerate(raw.http_response.json()["data"]):
-        vector = list(struct.unpack("<384f", base64.b64decode(item["embedding"])))
+        vector = list(struct.unpack(f"<{DIMENSIONS}f", base64.b64decode(item["embedding"])))
         assert vector == floats.data[index].embedding
         assert decoded_by_client.data[index].embedding == vector
 

@@ -5,7 +5,6 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.models import EmbeddingCalibration
 from storyapp import demo
 from storyapp.demomodel import DemoModelServer
 
@@ -47,11 +46,11 @@ class Command(BaseCommand):
         self.stdout.write("")
 
     def _calibrate_demo_embeddings(self, profile, port: int) -> None:
-        """Measures the demo embedding model's relevance floor once, against
-        the demo server itself, so semantic retrieval works on a first run.
-        A real model is calibrated the same way, by `calibrate_embeddings`."""
-        if EmbeddingCalibration.objects.filter(model=profile.embedding_model).exists():
-            return
+        """Measures the demo embedding model's relevance floor against the
+        demo server itself, so semantic retrieval works on a first run. It is
+        measured on every run (80 embeddings, deterministic), so the floor
+        follows the demo server's code. A real model is calibrated the same
+        way, by `calibrate_embeddings`."""
         try:
             with DemoModelServer(port=port, chunk_delay=0):
                 call_command(
