@@ -71,6 +71,13 @@ LEXICAL_MIN_SIGNALS = 2
 #: three hand-written libraries and nineteen scenes: 10,000 let ordinary
 #: prose admit off-topic passages, 30,000 lost scene words such as "lens".
 COMMON_WORD_RANK = 15000
+#: Of the two meaningful terms that admit a passage, one must be rarer than
+#: this (or not a single token): two middling words ("hang", "pocket") are
+#: still chance in a page of prose, as a laundry scene showed by admitting a
+#: hidden file about a hanging. Every needed passage of the evaluation scenes
+#: held a word that is not a single token at all.
+RARE_WORD_RANK = 30000
+NOT_A_TOKEN = 1 << 30
 #: A single term admits a passage on its own only if it is not a standing
 #: entity, is at least this long, and carries at least this share of the
 #: query's term occurrences: in practice a short query (a new campaign whose
@@ -342,24 +349,32 @@ def _standing_group_of(term: str, groups: Iterable[frozenset[str]]) -> int | Non
 
 
 @lru_cache(maxsize=65536)
-def common_word(word: str) -> bool:
-    """Whether `word` is an everyday English word: one cl100k token ranked
-    below COMMON_WORD_RANK. A BPE vocabulary is merged in order of frequency
-    in a large general corpus, so its rank is a word-frequency list that is
-    already on disk; "years", "real", "sell" rank in the low thousands, while
-    "reliquary", "smugglers" or "Tillinghast" are not single tokens at all."""
+def word_rank(word: str) -> int:
+    """How common `word` is in English: its cl100k token rank, or
+    NOT_A_TOKEN when it is not one token. A BPE vocabulary is merged in order
+    of frequency in a large general corpus, so its rank is a word-frequency
+    list that is already on disk; "years", "real", "sell" rank in the low
+    thousands, while "reliquary", "smugglers" or "Tillinghast" are not
+    single tokens at all."""
     tokens = encoding().encode_ordinary(" " + word)
-    return len(tokens) == 1 and tokens[0] < COMMON_WORD_RANK
+    return tokens[0] if len(tokens) == 1 else NOT_A_TOKEN
+
+
+def common_word(word: str) -> bool:
+    """An everyday English word: ranked below COMMON_WORD_RANK."""
+    return word_rank(word) < COMMON_WORD_RANK
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a passage's matched terms amount to: the meaningful stems, the
-    other non-standing terms (common words), and the standing terms."""
+    """What a passage's matched terms amount to: the meaningful stems (and
+    which of them are rare words), the other non-standing terms (common
+    words), and the standing terms."""
 
     meaningful: frozenset[str]
     common: tuple[str, ...]
     standing: tuple[str, ...]
+    rare: frozenset[str] = frozenset()
 
 
 def lexical_evidence(
@@ -373,6 +388,7 @@ def lexical_evidence(
     `distinctive` is given, one of those indexes (the terms that are not
     common in this library, knowledge.termstats)."""
     meaningful: set[str] = set()
+    rare: set[str] = set()
     common: list[str] = []
     standing: list[str] = []
     for index in sorted(set(matched)):
@@ -385,7 +401,9 @@ def lexical_evidence(
             common.append(term)
         else:
             meaningful.add(stem(term))
-    return Evidence(frozenset(meaningful), tuple(common), tuple(standing))
+            if word_rank(term) >= RARE_WORD_RANK:
+                rare.add(stem(term))
+    return Evidence(frozenset(meaningful), tuple(common), tuple(standing), frozenset(rare))
 
 
 def lexical_admits(
@@ -401,7 +419,7 @@ def lexical_admits(
     library's word counts, never at the other candidates. Admitted when
 
     * at least LEXICAL_MIN_SIGNALS distinct meaningful terms matched
-      (`lexical_evidence`); or
+      (`lexical_evidence`), one of them a rare word (RARE_WORD_RANK); or
     * the one meaningful term it matched is long enough and carries
       LEXICAL_SINGLE_TERM_SHARE of the query (`shares`, per term;
       without it every term has 1/len(terms)).
@@ -415,7 +433,7 @@ def lexical_admits(
     matched = [i for i in matched if 0 <= i < len(terms)]
     evidence = lexical_evidence(matched, terms, standing_groups, distinctive)
     if len(evidence.meaningful) >= LEXICAL_MIN_SIGNALS:
-        return True
+        return bool(evidence.rare)
     if len(evidence.meaningful) != 1:
         return False
     index = next(i for i in matched if stem(terms[i]) in evidence.meaningful)
@@ -432,7 +450,10 @@ def why_not_admitted(
     """A reader's explanation of a lexical rejection, for the `retrieve` command."""
     evidence = lexical_evidence(matched, terms, standing_groups, distinctive)
     parts = []
-    if evidence.meaningful:
+    if len(evidence.meaningful) >= LEXICAL_MIN_SIGNALS and not evidence.rare:
+        held = sorted(t for t in terms if stem(t) in evidence.meaningful)
+        parts.append(f"meaningful terms ({', '.join(held)}) of which none is a rare word")
+    elif evidence.meaningful:
         held = sorted(t for t in terms if stem(t) in evidence.meaningful)
         share = f"{LEXICAL_SINGLE_TERM_SHARE:.0%}"
         parts.append(f"one meaningful term ({', '.join(held)}), which alone must carry {share} of the query")

@@ -95,6 +95,15 @@ def test_everyday_english_words_never_admit():
     assert lexical_admits(everyday | {index(q, "lighthouse"), index(q, "repairs")}, q.terms, q.standing, q.shares)
 
 
+def test_two_middling_words_do_not_admit_without_a_rare_one():
+    """A laundry scene's "hang" and "pocket" once admitted a hidden file about a hanging."""
+    q = built(["You hang the wet shirts and find a coin in a pocket while the smugglers row past."])
+    middling = {index(q, "hang"), index(q, "pocket")}
+    assert not lexical_admits(middling, q.terms, q.standing, q.shares)
+    assert "none is a rare word" in query.why_not_admitted(middling, q.terms, q.standing)
+    assert lexical_admits({index(q, "hang"), index(q, "smugglers")}, q.terms, q.standing, q.shares)
+
+
 def test_words_common_in_the_library_never_admit():
     q = built(["The lighthouse keeper trims the wick."])
     pair = {index(q, "lighthouse"), index(q, "keeper")}
