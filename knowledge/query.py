@@ -321,7 +321,7 @@ def assemble(inputs: QueryInputs) -> Query:
     1. The story: the newest actions (a pending reader action last), cut to
        the last QUERY_TOKENS tokens, so the newest words survive.
     2. Terms: state first (it names what is active), then the story from its
-       newest end, one per stem, at most MAX_TERMS (`_bounded`).
+       newest end, one per stem, at most MAX_TERMS.
     3. Each term's share: its occurrences over all term occurrences in the
        query text.
     """
@@ -333,21 +333,11 @@ def assemble(inputs: QueryInputs) -> Query:
     text = "\n\n".join(part for part in (state, story) if part.strip())
 
     newest_first = "\n".join(reversed(story.split("\n\n")))
-    chosen = _bounded(terms(f"{state}\n{newest_first}"))
+    chosen = terms(f"{state}\n{newest_first}")[:MAX_TERMS]
     counts = Counter(stem(w) for w in words(text))
     total = sum(counts.values()) or 1
     shares = tuple(counts.get(stem(t), 1) / total for t in chosen)
     return Query(text=text, terms=tuple(chosen), shares=shares, standing=inputs.standing)
-
-
-def _bounded(candidates: list[str]) -> list[str]:
-    """At most MAX_TERMS of the candidates, in their order. Everyday words go
-    first when there are too many, as they never admit a passage; then the
-    oldest. A place named once, four actions back, outlasts "door"."""
-    if len(candidates) <= MAX_TERMS:
-        return candidates
-    keep = sorted(range(len(candidates)), key=lambda i: (common_word(candidates[i]), i))[:MAX_TERMS]
-    return [candidates[i] for i in sorted(keep)]
 
 
 def _standing_group_of(term: str, groups: Iterable[frozenset[str]]) -> int | None:
