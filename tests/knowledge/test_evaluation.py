@@ -1,12 +1,14 @@
 """Admission against hand-written libraries and realistic scenes.
 
-Three campaigns (a harbour city, a cyberpunk city, a 1920s New England town)
-of seven or eight Markdown lore files each, and nineteen scenes, each with
-the files that must be admitted and those that must not: on-topic scenes,
-off-topic ones that must retrieve nothing, scenes sharing only the
-protagonist's name and everyday words with a hidden file, and scenes that do
-need the hidden file. Written by a helper that had not seen the admission
-rules; before the meaningful-word rule, 2 of the 19 passed.
+Four campaigns (a harbour city, a cyberpunk city, a 1920s New England town,
+an 1881 silver town) of seven or eight Markdown lore files each, and 28
+scenes, each with the files that must be admitted and those that must not:
+on-topic scenes, off-topic ones that must retrieve nothing, scenes sharing
+only the protagonist's name and everyday words with a hidden file, and
+scenes that do need the hidden file. Written by a helper that had not seen
+the admission rules. The first 19 scenes scored 2 before the meaningful-word
+rule; the 9 marked "heldout" were written after it, and one of them (the
+laundry scene) led to the rare-word requirement.
 """
 
 import json
@@ -26,7 +28,12 @@ SCENES = sorted(ROOT.glob("*/scenes/*.json"))
 #: The scene is about diving a wreck for the Admiralty, and the hidden file's
 #: passage on the Tideseal is about exactly that; the evaluation's author
 #: expected it kept out because the scene's key word is elsewhere.
-DEBATABLE = {"S6_single_term_kelderhaven": "the hidden Tideseal passage shares the scene's wreck-diving subject"}
+DEBATABLE = {
+    "S6_single_term_kelderhaven": "the hidden Tideseal passage shares the scene's wreck-diving subject",
+    # The hidden passage lists who else knows the secret, by name, and the
+    # sermon scene names two of them; they are not entities in the state.
+    "C7_name_only_sermon": "the hidden passage names townsfolk the scene names (Josiah Thayer, Stoddard)",
+}
 
 
 @pytest.fixture(autouse=True)
