@@ -62,6 +62,12 @@ ALIASES_PER_ENTITY = 3
 MAX_TERMS = 60
 #: The shortest word that can be a term.
 MIN_TERM_LENGTH = 3
+#: Terms this short are not trusted to the databases' stemmers: Porter folds
+#: them onto stop words that FTS5 keeps ("ate" becomes "at", "ones" "on"), so
+#: such a term "matches" nearly every passage. Their matches are checked
+#: word by word (knowledge.retrieval) and they are ranked on last
+#: (knowledge.termstats).
+SHORT_TERM = 4
 
 #: Lexical admission (`lexical_admits`): this many distinct meaningful terms
 #: admit a passage.
@@ -78,8 +84,8 @@ COMMON_WORD_RANK = 15000
 #: held a word that is not a single token at all.
 RARE_WORD_RANK = 30000
 NOT_A_TOKEN = 1 << 30
-#: A single term admits a passage on its own only if it is not a standing
-#: entity, is at least this long, and carries at least this share of the
+#: A single term admits a passage on its own only if it is meaningful
+#: (`lexical_evidence`), is at least this long, and carries at least this share of the
 #: query's term occurrences: in practice a short query (a new campaign whose
 #: state names only a place) or a word the scene is about, never one word
 #: among sixty (a "tide" in a query about tide tables and container tonnage).
@@ -395,13 +401,16 @@ def lexical_evidence(
         if not 0 <= index < len(terms):
             continue
         term = terms[index]
+        # Judged on the commoner of the word and its stem, so an inflection
+        # ("hanged", "pockets") is exactly as common as the word.
+        rank = min(word_rank(term), word_rank(stem(term)))
         if _standing_group_of(term, standing_groups) is not None:
             standing.append(term)
-        elif common_word(term) or (distinctive is not None and index not in distinctive):
+        elif rank < COMMON_WORD_RANK or (distinctive is not None and index not in distinctive):
             common.append(term)
         else:
             meaningful.add(stem(term))
-            if word_rank(term) >= RARE_WORD_RANK:
+            if rank >= RARE_WORD_RANK:
                 rare.add(stem(term))
     return Evidence(frozenset(meaningful), tuple(common), tuple(standing), frozenset(rare))
 
@@ -448,13 +457,15 @@ def why_not_admitted(
     distinctive: Collection[int] | None = None,
 ) -> str:
     """A reader's explanation of a lexical rejection, for the `retrieve` command."""
+    matched = [i for i in set(matched) if 0 <= i < len(terms)]
     evidence = lexical_evidence(matched, terms, standing_groups, distinctive)
+    held = sorted(terms[i] for i in matched if stem(terms[i]) in evidence.meaningful)
     parts = []
     if len(evidence.meaningful) >= LEXICAL_MIN_SIGNALS and not evidence.rare:
-        held = sorted(t for t in terms if stem(t) in evidence.meaningful)
         parts.append(f"meaningful terms ({', '.join(held)}) of which none is a rare word")
+    elif evidence.meaningful and len(held[0]) < LEXICAL_SINGLE_TERM_LENGTH:
+        parts.append(f"one meaningful term ({held[0]}), too short to admit alone")
     elif evidence.meaningful:
-        held = sorted(t for t in terms if stem(t) in evidence.meaningful)
         share = f"{LEXICAL_SINGLE_TERM_SHARE:.0%}"
         parts.append(f"one meaningful term ({', '.join(held)}), which alone must carry {share} of the query")
     if evidence.common:

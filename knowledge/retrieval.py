@@ -64,7 +64,7 @@ from storyapp.models import EndpointProfile
 from . import lexical, selectors, termstats
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import Query, QueryInputs, assemble, lexical_admits, stem, why_not_admitted, words
+from .query import SHORT_TERM, Query, QueryInputs, assemble, lexical_admits, stem, why_not_admitted, words
 
 LEXICAL_CANDIDATES = 40
 SEMANTIC_CANDIDATES = 40
@@ -81,8 +81,6 @@ ALWAYS_LIMIT = 200
 #: The query embedding gets at most this long, whatever the profile allows:
 #: a stalled endpoint must cost the semantic half, not the turn's patience.
 QUERY_EMBED_TIMEOUT = 15.0
-#: Terms this short have their lexical matches checked word by word (`_confirmed`).
-SHORT_TERM = 4
 #: Libraries kept in memory per process (a 100,000-passage library at 384
 #: dimensions is 150 MB).
 CACHED_LIBRARIES = 4
@@ -258,10 +256,9 @@ def explain(
 
 
 def _confirmed(hits: list[lexical.LexicalHit], q: Query) -> list[lexical.LexicalHit]:
-    """The hits with each short term's match checked against the passage's
-    own words. Stemmers fold short words onto stop words that FTS5 keeps
-    (Porter makes "ate" "at" and "ones" "on"), so a short term "matched"
-    nearly every passage; longer stems are specific enough to trust."""
+    """The hits with each short term's match (knowledge.query.SHORT_TERM)
+    checked against the passage's own words; longer stems are specific
+    enough to trust."""
     short = {i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM}
     doubtful = [hit.chunk_id for hit in hits if hit.matched & short]
     if not doubtful:
@@ -428,7 +425,7 @@ def _semantic(
             f"disabled and retrieval is lexical only. Run `manage.py calibrate_embeddings --model {model}`. "
             f"Calibrated models: {', '.join(calibrated) or 'none'}."
         ), None
-    if not q.semantic_text.strip():
+    if not words(q.semantic_text):
         return [], "Nothing in the current scene to search on.", None
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:

@@ -97,36 +97,6 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
     )
 
 
-def vectors_for(
-    *, campaign_id: int, model: str, chunk_ids: Sequence[int] | None = None, limit: int | None = None
-) -> tuple[list[int], np.ndarray]:
-    """Chunk ids and their vectors (one row each) from exactly `model`, for
-    the campaign's enabled, ready sources. Vectors of any other model are
-    never returned, whatever their width."""
-    rows = KnowledgeEmbedding.objects.filter(
-        model=model,
-        chunk__source__campaign_id=campaign_id,
-        chunk__source__enabled=True,
-        chunk__source__index_state=Ready,
-    )
-    if chunk_ids is not None:
-        rows = rows.filter(chunk_id__in=list(chunk_ids))
-    rows = rows.order_by("chunk_id").values_list("chunk_id", "dimensions", "vector")
-    if limit is not None:
-        rows = rows[:limit]
-    ids: list[int] = []
-    vectors: list[np.ndarray] = []
-    width = None
-    for chunk_id, dimensions, vector in rows:
-        width = width or dimensions
-        if dimensions != width:
-            continue
-        ids.append(chunk_id)
-        vectors.append(embeddings.from_bytes(vector))
-    matrix = np.vstack(vectors) if vectors else np.zeros((0, width or 0), dtype=embeddings.DTYPE)
-    return ids, matrix
-
-
 def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     """(stamp of the library's passages and vectors, ids of the searchable
     sources), for the per-process caches built from them.

@@ -14,8 +14,9 @@ their expected matches fit in RANK_MATCHES; the rarest is always read. In a
 library small enough that every term fits, nothing changes. What a passage
 matched is still tested against *every* term (the evidence admission reads,
 knowledge.lexical), so admission's rules are unchanged for every passage the
-ranking returns; what is given up is only a passage whose sole words in
-common with the query are common ones, which would have ranked low anyway.
+ranking returns. What is given up, in a large library, is a passage whose
+words in common with the query are all more common there than the ones
+read: bm25 would have ranked it below the passages holding rarer words.
 
 Frequencies are counted from an evenly spaced sample of the campaign's
 passages (all of them up to SAMPLE_PASSAGES), with the query's own word
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from .models import KnowledgeChunk
-from .query import stem, words
+from .query import SHORT_TERM, stem, words
 
 #: The matches the ranking query is expected to score, at most: about what
 #: either database ranks in 10 ms on this machine's class of hardware.
@@ -88,7 +89,10 @@ def rank_terms(terms: Sequence[str], profile: TermProfile, budget: int | None = 
     their expected matches stays within `budget` (RANK_MATCHES), the rarest
     always; in the order the query gave them."""
     budget = RANK_MATCHES if budget is None else budget
-    costs = [profile.expected_matches(term) for term in terms]
+    # A short term may match every passage through the stemmer (query.SHORT_TERM).
+    costs = [
+        float(profile.passages) if len(term) <= SHORT_TERM else profile.expected_matches(term) for term in terms
+    ]
     chosen: list[int] = []
     total = 0.0
     for index in sorted(range(len(terms)), key=lambda i: (costs[i], i)):

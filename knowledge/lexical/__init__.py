@@ -58,7 +58,8 @@ def search(
     """
     usable = [(i, " ".join(_words(term))) for i, term in enumerate(list(terms)[:MAX_TERMS])]
     usable = [(i, term) for i, term in usable if term]
-    ranking = usable if rank_on is None else [(i, term) for i, term in usable if i in set(rank_on)]
+    chosen = None if rank_on is None else set(rank_on)
+    ranking = usable if chosen is None else [(i, term) for i, term in usable if i in chosen]
     limit = max(0, min(limit, MAX_LIMIT))
     if not ranking or not limit:
         return []

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from knowledge import embeddings, lexical, selectors, services, tasks
+from knowledge import embeddings, lexical, retrieval, services, tasks
 from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import CampaignFactory, EndpointProfileFactory, IndexJobFactory, KnowledgeSourceFactory
@@ -256,10 +256,9 @@ def test_changing_the_embedding_model_re_embeds_and_never_mixes_models(
     assert source.embedding_model == "demo-embed-v2"
     assert set(KnowledgeEmbedding.objects.values_list("model", flat=True)) == {"demo-embed-v2"}
     assert set(KnowledgeChunk.objects.filter(source=source).values_list("pk", flat=True)) == chunk_ids
-    ids, matrix = selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed")
-    assert ids == [] and matrix.shape[0] == 0
-    ids, matrix = selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed-v2")
-    assert sorted(ids) == sorted(chunk_ids) and matrix.shape == (2, DIMENSIONS)
+    assert retrieval.library_for(embedded_campaign.pk, "demo-embed").size == 0
+    library = retrieval.library_for(embedded_campaign.pk, "demo-embed-v2")
+    assert set(library.chunk_ids.tolist()) == chunk_ids and library.matrix.shape == (2, DIMENSIONS)
 
 
 def test_editing_the_profiles_embedding_model_re_embeds_its_campaigns(
@@ -275,14 +274,16 @@ def test_editing_the_profiles_embedding_model_re_embeds_its_campaigns(
     assert source.jobs.filter(kind=IndexJob.Kind.EMBED, state=IndexJob.State.DONE).count() == 1
 
 
-def test_vectors_are_only_returned_for_enabled_ready_sources_of_the_campaign(
+def test_vectors_are_only_searched_for_enabled_ready_sources_of_the_campaign(
     embedded_campaign, alice, django_capture_on_commit_callbacks
 ):
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
     upload(CampaignFactory(owner=alice, endpoint=embedded_campaign.endpoint), OLD, django_capture_on_commit_callbacks)
-    assert len(selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed")[0]) == 2
+    library = retrieval.library_for(embedded_campaign.pk, "demo-embed")
+    assert library.size == 2 and len(library.top(library.matrix[0], 10)) == 2
     KnowledgeSource.objects.filter(pk=source.pk).update(enabled=False)
-    assert selectors.vectors_for(campaign_id=embedded_campaign.pk, model="demo-embed")[0] == []
+    library = retrieval.library_for(embedded_campaign.pk, "demo-embed")
+    assert library.top(library.matrix[0], 10) == []
 
 
 def test_always_include_is_refused_outside_canon(campaign):

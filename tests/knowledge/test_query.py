@@ -88,11 +88,11 @@ def test_a_standing_entity_never_counts_even_beside_a_meaningful_term():
 
 
 def test_everyday_english_words_never_admit():
-    q = built(["Years later the real people sell the house and pay for lighthouse repairs."])
+    q = built(["Years later the real people sell the house and pay the smugglers for lighthouse oil."])
     everyday = {index(q, w) for w in ("years", "real", "people", "sell", "house", "pay")}
     assert not lexical_admits(everyday, q.terms, q.standing, q.shares)
     assert query.why_not_admitted(everyday, q.terms, q.standing).startswith("common words, which never admit")
-    assert lexical_admits(everyday | {index(q, "lighthouse"), index(q, "repairs")}, q.terms, q.standing, q.shares)
+    assert lexical_admits(everyday | {index(q, "lighthouse"), index(q, "smugglers")}, q.terms, q.standing, q.shares)
 
 
 def test_two_middling_words_do_not_admit_without_a_rare_one():
@@ -102,6 +102,11 @@ def test_two_middling_words_do_not_admit_without_a_rare_one():
     assert not lexical_admits(middling, q.terms, q.standing, q.shares)
     assert "none is a rare word" in query.why_not_admitted(middling, q.terms, q.standing)
     assert lexical_admits({index(q, "hang"), index(q, "smugglers")}, q.terms, q.standing, q.shares)
+
+
+def test_an_inflection_is_as_common_as_its_word():
+    q = built(["The thief was hanged with coins in his pockets."])
+    assert not lexical_admits({index(q, "hanged"), index(q, "pockets")}, q.terms, q.standing, q.shares)
 
 
 def test_words_common_in_the_library_never_admit():
