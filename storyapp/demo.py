@@ -87,6 +87,29 @@ def install_endpoint(found: Endpoint) -> EndpointProfile:
     return profile
 
 
+def reembed_outdated_demo_vectors(profile: EndpointProfile) -> int:
+    """Queues a re-embed of the sources whose demo vectors have another width
+    than the demo server's now (it went from 384 to 1,024 buckets): vectors of
+    two widths cannot be compared, so semantic retrieval would stay off for
+    those libraries. Returns how many sources were queued."""
+    from knowledge import services
+    from knowledge.models import KnowledgeEmbedding, KnowledgeSource
+
+    from .demomodel.embedding import DIMENSIONS
+
+    outdated = (
+        KnowledgeEmbedding.objects.filter(model=profile.embedding_model)
+        .exclude(dimensions=DIMENSIONS)
+        .values_list("chunk__source_id", flat=True)
+        .distinct()
+    )
+    # A source's vectors are re-made when its model differs from its campaign's.
+    count = KnowledgeSource.objects.filter(pk__in=list(outdated)).update(embedding_model="")
+    if count:
+        services.embeddings_refresh_for_profile(profile_id=profile.pk)
+    return count
+
+
 def ensure_reader(password_file: Path) -> tuple[str, str | None]:
     """The demo login: (username, password), the password None when the reader changed it."""
     User = get_user_model()

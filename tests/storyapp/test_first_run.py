@@ -42,3 +42,19 @@ def test_with_no_model_the_scripted_demo_runs_beside_web_and_worker(db, monkeypa
     assert EmbeddingCalibration.objects.filter(model="demo-embed").exists()
     call_command("setup_demo", web_port=8000, demo_port=port, procfile=str(procfile), stdout=StringIO())
     assert Campaign.objects.count() == 1 and EndpointProfile.objects.count() == 1
+
+
+def test_demo_vectors_of_an_older_width_are_re_embedded_on_setup(alice, endpoint, django_capture_on_commit_callbacks):
+    from knowledge import services
+    from knowledge.models import KnowledgeEmbedding
+    from storyapp.demomodel.embedding import DIMENSIONS
+    from tests.factories import CampaignFactory
+
+    campaign = CampaignFactory(owner=alice, endpoint=endpoint)
+    source = services.source_create(campaign=campaign, filename="a.md", text="# Quay\n\nSmugglers.", enqueue=False)
+    services.source_index_now(source)
+    KnowledgeEmbedding.objects.update(dimensions=384, vector=bytes(384 * 4))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert demo.reembed_outdated_demo_vectors(endpoint) == 1
+    assert set(KnowledgeEmbedding.objects.values_list("dimensions", flat=True)) == {DIMENSIONS}
+    assert demo.reembed_outdated_demo_vectors(endpoint) == 0

@@ -26,6 +26,7 @@ class Command(BaseCommand):
         profile = demo.install_endpoint(found)
         if found.scripted_demo:
             self._calibrate_demo_embeddings(profile, demo_port)
+            demo.reembed_outdated_demo_vectors(profile)
         username, password = demo.ensure_reader(settings.VAR_DIR / "demo-login")
         campaign = demo.ensure_campaign(username)
         with open(procfile, "w") as out:
