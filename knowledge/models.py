@@ -52,6 +52,10 @@ class KnowledgeSource(models.Model):
     indexed_sha256 = models.CharField(max_length=64, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
+    # Bumped by every swap of the live passages or vectors, so the per-process
+    # caches built from them see the change (selectors.library_stamp) even
+    # when two workers' clocks commit out of order.
+    revision = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

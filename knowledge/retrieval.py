@@ -38,9 +38,9 @@ per turn, and opaque to the inspector.
 The semantic path scores the campaign's whole library: a float32 matrix per
 (campaign, model), normalized once and cached in this process, is checked on
 every turn against a stamp read from the campaign's source rows (count, id
-sum, newest update time). Every change to a source's passages or vectors (index, re-index,
-re-embed, delete) goes through the source row and bumps `updated`, so another
-process's change is seen on the next turn. Enabled and index state are applied
+sum, revision sum: selectors.library_stamp). Every change to a source's
+passages or vectors (index, re-index, re-embed, delete) goes through the
+source row, so another process's change is seen on the next turn. Enabled and index state are applied
 as a mask at query time, so disabling a source needs no reload.
 
 Retrieval never costs a turn: a dead embedding endpoint costs the semantic

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Sum
 
 from storyapp.models import Campaign
 
@@ -102,18 +102,18 @@ def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     sources), for the per-process caches built from them.
 
     Every write to a source's passages or vectors (index, re-index, re-embed)
-    sets the source's `updated` to the time of the swap, and a delete removes
-    the row, so the count, the id sum and the newest `updated` change with
-    any of them. Enabled and index state are not in the stamp: they are the
-    mask, read fresh every turn.
+    bumps the source's `revision`, and a delete removes the row, so the
+    count, the id sum and the revision sum change with any of them (a time
+    would not: two workers can commit in the other order than they read the
+    clock). Enabled and index state are not in the stamp: they are the mask,
+    read fresh every turn.
     """
     stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
-        count=Count("pk"), ids=Sum("pk"), newest=Max("updated")
+        count=Count("pk"), ids=Sum("pk"), revisions=Sum("revision")
     )
     searchable = frozenset(
         KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready).values_list(
             "pk", flat=True
         )
     )
-    newest = stamp["newest"].isoformat() if stamp["newest"] else ""
-    return (stamp["count"], stamp["ids"], newest), searchable
+    return (stamp["count"], stamp["ids"], stamp["revisions"]), searchable

@@ -424,6 +424,7 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
             embedding_model=model,
             indexed_at=now,
             updated=now,
+            revision=F("revision") + 1,
         )
         _job_done(job, now=now, passages=len(passages), step=_done_step(len(passages), model))
         _follow_model_change(locked.campaign, model)
@@ -450,7 +451,9 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
             raise _Abandoned  # the passages were rebuilt meanwhile; that job embedded them
         KnowledgeEmbedding.objects.filter(chunk__source=locked).delete()
         _store_vectors(ids, vectors, model)
-        Source.objects.filter(pk=locked.pk).update(embedding_model=model, error="", updated=now)
+        Source.objects.filter(pk=locked.pk).update(
+            embedding_model=model, error="", updated=now, revision=F("revision") + 1
+        )
         _job_done(job, now=now, passages=len(ids), step=_done_step(len(ids), model))
         _follow_model_change(locked.campaign, model)
 

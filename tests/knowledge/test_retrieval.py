@@ -160,6 +160,20 @@ def test_the_library_cache_follows_sources_added_disabled_and_deleted(fantasy, l
     assert dragons.pk not in library_for(fantasy.pk, "demo-embed").source_ids
 
 
+def test_a_reindex_committed_with_an_older_clock_still_refreshes_the_cache(fantasy):
+    """Two workers can commit in the other order than they read the clock."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    first = library_for(fantasy.pk, "demo-embed")
+    dragons = fantasy.sources.get(original_filename="dragons.md")
+    fantasy.sources.exclude(pk=dragons.pk).update(updated=timezone.now() + timedelta(hours=1))
+    first = library_for(fantasy.pk, "demo-embed")
+    services.source_index_now(dragons)
+    assert library_for(fantasy.pk, "demo-embed") is not first
+
+
 def test_the_semantic_path_scores_the_whole_library(fantasy, library):
     for n in range(30):
         library(fantasy, f"# Filler {n}\n\nLedger entry {n} for barley and rope.\n", filename=f"filler-{n}.md")
