@@ -194,6 +194,12 @@ def stem(word: str) -> str:
     return word
 
 
+def passage_keys(heading_path: str, text: str) -> set[str]:
+    """The word keys a passage holds, its heading trail included: what a
+    term is looked up in when the database's match is not taken as read."""
+    return {stem(word) for word in words(f"{heading_path} {text}")}
+
+
 def terms(text: str) -> list[str]:
     """Distinct meaningful words of `text` in order of first appearance,
     one surface form per stem."""
@@ -254,13 +260,18 @@ class Query:
         return not self.terms and not self.text.strip()
 
     @property
+    def standing_words(self) -> frozenset[str]:
+        """Every word stem of every standing group."""
+        return frozenset().union(*self.standing)
+
+    @property
     def semantic_text(self) -> str:
         """The text without the standing entities' names. They are in every
         query, so embedding them pulls every turn towards the passages about
         the cast (a hidden file about the protagonist first): on hand-written
         scenes, a query that kept the names scored the protagonist's secret
         file above the floor in scenes that only named her."""
-        standing = set().union(*self.standing) if self.standing else set()
+        standing = self.standing_words
         if not standing:
             return self.text
         return _WORD.sub(lambda m: "" if stem(m.group(0).lower()) in standing else m.group(0), self.text)

@@ -64,7 +64,17 @@ from storyapp.models import EndpointProfile
 from . import lexical, selectors, termstats
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import SHORT_TERM, Query, QueryInputs, assemble, lexical_admits, stem, why_not_admitted, words
+from .query import (
+    SHORT_TERM,
+    Query,
+    QueryInputs,
+    assemble,
+    lexical_admits,
+    passage_keys,
+    stem,
+    why_not_admitted,
+    words,
+)
 
 LEXICAL_CANDIDATES = 40
 SEMANTIC_CANDIDATES = 40
@@ -264,7 +274,7 @@ def _confirmed(hits: list[lexical.LexicalHit], q: Query) -> list[lexical.Lexical
     if not doubtful:
         return hits
     held = {
-        pk: {stem(w) for w in words(f"{heading_path} {text}")}
+        pk: passage_keys(heading_path, text)
         for pk, heading_path, text in KnowledgeChunk.objects.filter(pk__in=doubtful).values_list(
             "pk", "heading_path", "text"
         )
@@ -284,9 +294,9 @@ def _standing_only(chunk: KnowledgeChunk, q: Query) -> list[str]:
     """The standing-entity words a passage shares with the query, when those
     are all it shares; [] when it shares another term, or nothing at all (a
     match by meaning alone, which is what the semantic path is for)."""
-    held = {stem(w) for w in words(f"{chunk.heading_path} {chunk.text}")}
+    held = passage_keys(chunk.heading_path, chunk.text)
     shared = [t for t in q.terms if stem(t) in held]
-    standing = set().union(*q.standing) if q.standing else set()
+    standing = q.standing_words
     if shared and all(stem(t) in standing for t in shared):
         return shared
     return []

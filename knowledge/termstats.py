@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from .models import KnowledgeChunk
-from .query import SHORT_TERM, stem, words
+from .query import SHORT_TERM, passage_keys, stem, words
 
 #: The matches the ranking query is expected to score, at most: about what
 #: either database ranks in 10 ms on this machine's class of hardware.
@@ -136,7 +136,7 @@ def _count(campaign_id: int, stamp: tuple) -> TermProfile:
     for offset in range(0, len(ids), 500):
         rows = KnowledgeChunk.objects.filter(pk__in=ids[offset : offset + 500]).values_list("heading_path", "text")
         for heading_path, text in rows:
-            counts.update({stem(word) for word in words(f"{heading_path} {text}")})
+            counts.update(passage_keys(heading_path, text))
     return TermProfile(stamp=stamp, passages=passages, sampled=len(ids), counts=counts)
 
 
