@@ -199,6 +199,7 @@ def report(ready: Plan) -> dict:
         "considered": result.considered,
         "generated": result.generated,
         "rejected": result.rejected,
+        "rejections": [r.as_record() for r in result.rejections],
         "semantic_floor": result.semantic_floor,
         "semantic_calibrated": result.semantic_calibrated,
         "embedding_model": result.embedding_model,

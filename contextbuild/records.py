@@ -151,6 +151,37 @@ class KnowledgeCandidate:
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """A passage the scene's terms found that was not admitted, and why: the
+    inspector lists these, so "rejected" is never just a number."""
+
+    title: str
+    filename: str
+    passage: int
+    heading_path: str
+    classification: str
+    visibility: str
+    matched_terms: tuple[str, ...]
+    lexical: float | None
+    cosine: float | None
+    why: str
+
+    def as_record(self) -> dict:
+        return {
+            "title": self.title,
+            "filename": self.filename,
+            "passage": self.passage,
+            "heading_path": self.heading_path,
+            "classification": self.classification,
+            "visibility": self.visibility,
+            "matched_terms": list(self.matched_terms),
+            "lexical": self.lexical,
+            "cosine": self.cosine,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True)
 class KnowledgeResult:
     """Retrieval's ranked, deduplicated output, before any budget is applied."""
 
@@ -168,6 +199,8 @@ class KnowledgeResult:
     embedding_model: str = ""
     semantic_used: bool = False
     semantic_note: str = ""
+    #: The strongest rejected candidates (at most retrieval's REJECTIONS_KEPT).
+    rejections: tuple[Rejection, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,20 @@ class IndexJob(models.Model):
             return None
         return (self.finished or self.heartbeat or self.started) - self.started
 
+    @property
+    def duration_text(self) -> str:
+        """The duration as a reader says it: "0.02 s", "4.1 s", "3 min 12 s"."""
+        if self.duration is None:
+            return ""
+        seconds = self.duration.total_seconds()
+        if seconds < 10:
+            return f"{seconds:.2f} s" if seconds < 1 else f"{seconds:.1f} s"
+        if seconds < 60:
+            return f"{seconds:.0f} s"
+        minutes, rest = divmod(round(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest} s"
+
 
 class WorkerHeartbeat(models.Model):
     """A row per worker process, touched every few seconds while it lives:

@@ -58,7 +58,7 @@ import numpy as np
 import openai
 from django.db import connection
 
-from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult
+from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult, Rejection
 from storyapp.models import EndpointProfile
 
 from . import lexical, selectors, termstats
@@ -77,6 +77,8 @@ from .query import (
 )
 
 LEXICAL_CANDIDATES = 40
+#: Rejected candidates a turn's snapshot lists with their reasons (the strongest first).
+REJECTIONS_KEPT = 25
 SEMANTIC_CANDIDATES = 40
 #: How much agreement between the two paths is worth when ordering survivors.
 AGREEMENT = 0.15
@@ -119,7 +121,24 @@ def retrieve(
     this turn. `profile` supplies the embedding model (None: lexical only);
     `query_vector` skips the embedding call (the benchmark). Never raises for
     an endpoint failure."""
-    return explain(campaign_id=campaign_id, profile=profile, query=query, query_vector=query_vector).result
+    worked = explain(campaign_id=campaign_id, profile=profile, query=query, query_vector=query_vector, decisions=True)
+    rejected = [d for d in worked.decisions if not d["admitted"] and "passage" in d]
+    return replace(worked.result, rejections=tuple(_rejection(d) for d in rejected[:REJECTIONS_KEPT]))
+
+
+def _rejection(decision: dict) -> Rejection:
+    return Rejection(
+        title=decision["source"],
+        filename=decision["filename"],
+        passage=decision["passage"],
+        heading_path=decision["heading_path"],
+        classification=decision["classification"],
+        visibility=decision["visibility"],
+        matched_terms=tuple(decision.get("matched_terms", ())),
+        lexical=decision.get("lexical"),
+        cosine=decision.get("cosine"),
+        why=decision["why"],
+    )
 
 
 def semantic_floor(model: str) -> float | None:

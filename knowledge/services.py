@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import socket
 import time
 import traceback
@@ -31,6 +32,7 @@ from pathlib import PurePath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from contextbuild.tokens import encoding
@@ -121,7 +123,22 @@ def source_text_from_upload(*, filename: str, data: bytes) -> str:
 
 
 def human_size(n: int) -> str:
-    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.1f} kB"
+    """Sizes as the pages print them (Django's filesizeformat, 1 MB = 1,048,576
+    bytes), so a limit reads the same in the hint and in the refusal."""
+    return filesizeformat(n).replace("\xa0", " ")
+
+
+#: A Markdown heading of level 1 or 2 near the top names the file better than its file name.
+TITLE_HEADING = re.compile(r"^\s{0,3}#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+TITLE_SEARCH_CHARS = 2000
+
+
+def title_for(filename: str, text: str) -> str:
+    """The file's first heading when it has one early on, else its file name without the extension."""
+    match = TITLE_HEADING.search(text[:TITLE_SEARCH_CHARS])
+    if match and match.group(1).strip():
+        return match.group(1).strip()
+    return PurePath(filename).stem or filename
 
 
 def content_hash(text: str) -> str:
@@ -156,7 +173,7 @@ def source_create(
         with transaction.atomic():
             source = Source.objects.create(
                 campaign=campaign,
-                title=(title or PurePath(name).stem or name)[:200],
+                title=(title or title_for(name, text))[:200],
                 original_filename=name[:255],
                 sha256=digest,
                 content=text,
@@ -553,9 +570,10 @@ def job_cancel(*, job: IndexJob, now: datetime) -> bool:
 
 @transaction.atomic
 def job_retry(*, job: IndexJob) -> IndexJob:
-    """Queues the failed or cancelled job's work again, as a new job."""
+    """Queues the failed or cancelled job's work again, as a new job. A job
+    that is still going or finished well is left alone."""
     job = IndexJob.objects.select_related("source").get(pk=job.pk)
-    if job.active:
+    if job.active or job.state == IndexJob.State.DONE:
         return job
     new = _job_for(job.source, kind=job.kind)
     _enqueue(new)

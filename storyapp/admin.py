@@ -46,6 +46,9 @@ class ActionAdmin(admin.ModelAdmin):
     search_fields = ["text", "campaign__title"]
     raw_id_fields = ["campaign", "parent"]
 
+    def has_add_permission(self, request) -> bool:
+        return False  # actions are written by play, never typed in raw
+
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
@@ -54,6 +57,9 @@ class ActionAdmin(admin.ModelAdmin):
 class ContextSnapshotAdmin(admin.ModelAdmin):
     list_display = ["action", "created"]
     raw_id_fields = ["action"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a snapshot records what a narration was sent; it cannot be made up
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

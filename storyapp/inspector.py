@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contextbuild.rules import HIDDEN_MARKER
+
 #: Colour groups for the budget picture, by section label.
 GROUPS = {
     "narrator": "rules",
@@ -33,6 +35,97 @@ GROUPS = {
 }
 
 
+#: What each section is, in the reader's words (the ids stay in the report).
+LABELS = {
+    "narrator": "Narrator rules",
+    "state_rule": "How to report story state",
+    "length_hint": "Reply length",
+    "state_reminder": "State reminder",
+    "campaign_canon": "Canon rules",
+    "knowledge_rule": "How to use lore",
+    "always_canon": "Lore: always-included canon",
+    "knowledge_canon": "Lore: canon",
+    "knowledge_reference": "Lore: reference",
+    "knowledge_inspiration": "Lore: inspiration",
+    "ai_instructions": "AI instructions",
+    "persona": "Your character",
+    "plot_essentials": "Plot essentials",
+    "authors_note": "Author's note",
+    "history": "Story so far",
+    "recent_history": "Recent story",
+    "story_summary": "Story summary",
+    "used_memories": "Memories",
+    "narrative_state": "Current state",
+    "state_refusals": "Refused state changes",
+    "reply reserve": "Reserved for the reply",
+    "unused": "Unused",
+}
+
+
+def label(section_id: str) -> str:
+    return LABELS.get(section_id, section_id.replace("_", " ").capitalize())
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value) -> list[dict]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def readable(report) -> dict:
+    """The report with every part the inspector reads in the shape it expects.
+
+    A snapshot can come from an imported bundle, so any part may be missing
+    or malformed; what is unreadable is shown as absent, never as a 500.
+    """
+    report = _dict(report)
+    tokens = {key: _int(value) for key, value in _dict(report.get("tokens")).items()}
+    sections = []
+    for section in _dicts(report.get("sections")):
+        section_id = str(section.get("label") or "section")
+        text = str(section.get("text") or "")
+        sections.append({
+            "id": section_id, "label": label(section_id), "block": str(section.get("block") or ""),
+            "tokens": _int(section.get("tokens")), "text": text, "hidden": HIDDEN_MARKER in text,
+        })
+    knowledge = _dict(report.get("knowledge"))
+    parts = {name: _dicts(knowledge.get(name)) for name in ("used", "dropped", "suppressed", "rejections")}
+    for records in parts.values():
+        for record in records:
+            for key in ("title", "filename", "heading_path", "classification", "visibility"):
+                record[key] = str(record.get(key) or "")
+            record["passage_number"] = _int(record.get("passage")) or _int(record.get("chunk_index")) + 1
+    generated, rejected, considered = (_int(knowledge.get(k)) for k in ("generated", "rejected", "considered"))
+    admitted = max(0, generated - rejected)
+    return {
+        **report,
+        "tokens": tokens,
+        "settings": _dict(report.get("settings")),
+        "window": _dict(report.get("window")),
+        "history": _dict(report.get("history")),
+        "summary": _dict(report.get("summary")),
+        "memories": {"used": _dicts(_dict(report.get("memories")).get("used"))},
+        "sections": sections,
+        "knowledge": {
+            **knowledge, **parts,
+            "terms": [str(t) for t in knowledge.get("terms") or [] if isinstance(t, str)],
+            "rank_terms": [str(t) for t in knowledge.get("rank_terms") or [] if isinstance(t, str)],
+            "generated": generated, "rejected": rejected, "admitted": admitted, "considered": considered,
+            "always": max(0, considered - admitted),
+            "unlisted_rejections": max(0, rejected - len(parts["rejections"])),
+        },
+    }
+
+
 @dataclass(frozen=True)
 class Bar:
     label: str
@@ -43,33 +136,32 @@ class Bar:
 
 def budget_bars(report: dict) -> list[Bar]:
     """Each section's share of the budget, then the reply reserve and what was left unused."""
-    tokens = report.get("tokens", {})
-    budget = max(1, int(tokens.get("budget") or 1))
-    sections = report.get("sections", [])
+    report = readable(report)
+    tokens = report["tokens"]
+    budget = max(1, tokens.get("budget", 0))
     bars = [
-        Bar(s["label"], s["tokens"], 100 * s["tokens"] / budget, GROUPS.get(s["label"], "other"))
-        for s in sections
+        Bar(s["label"], s["tokens"], min(100, 100 * s["tokens"] / budget), GROUPS.get(s["id"], "other"))
+        for s in report["sections"]
     ]
-    reserve = int(tokens.get("output_reserve") or 0)
-    bars.append(Bar("reply reserve", reserve, 100 * reserve / budget, "reserve"))
-    unused = max(0, budget - int(tokens.get("total") or 0) - reserve)
-    bars.append(Bar("unused", unused, 100 * unused / budget, "unused"))
+    reserve = tokens.get("output_reserve", 0)
+    bars.append(Bar(label("reply reserve"), reserve, min(100, 100 * reserve / budget), "reserve"))
+    unused = max(0, budget - tokens.get("total", 0) - reserve)
+    bars.append(Bar(label("unused"), unused, 100 * unused / budget, "unused"))
     return bars
 
 
 def passage_key(record: dict) -> str:
     """A passage's identity across turns: the file and the passage in it."""
     name = record.get("filename") or record.get("title") or "source"
-    return f"{name} · passage {int(record.get('chunk_index', 0)) + 1}"
+    return f"{name} · passage {_int(record.get('chunk_index')) + 1}"
 
 
 def _keys(report: dict) -> dict[str, set[str]]:
-    knowledge = report.get("knowledge") or {}
-    memories = (report.get("memories") or {}).get("used") or []
+    report = readable(report)
     return {
-        "sections": {s["label"] for s in report.get("sections", [])},
-        "passages": {passage_key(p) for p in knowledge.get("used", [])},
-        "memories": {m.get("text", "") for m in memories},
+        "sections": {s["label"] for s in report["sections"]},
+        "passages": {passage_key(p) for p in report["knowledge"]["used"]},
+        "memories": {str(m.get("text", "")) for m in report["memories"]["used"]},
     }
 
 

@@ -126,16 +126,19 @@ def _flush(action_id: int, text: str, *, now: datetime) -> bool:
 
 @transaction.atomic
 def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | None) -> None:
+    """Stores the outcome and the snapshot. A stopped narration keeps the
+    text the reader saw when they pressed Stop (the row's), not what the
+    model sent after it; a stop also outranks the error a cut stream raises."""
     prose, _block = stateblock.split(raw)
-    if failure is None and not stopped:
-        stopped = Action.objects.filter(pk=action.pk, stop_requested=True).exists()
-    if failure is not None:
+    stopped = stopped or Action.objects.filter(pk=action.pk, stop_requested=True).exists()
+    if stopped:
+        status, failure = Action.Status.STOPPED, None
+        prose = Action.objects.values_list("text", flat=True).get(pk=action.pk)
+    elif failure is not None:
         status = Action.Status.FAILED
-    elif stopped:
-        status = Action.Status.STOPPED
-    else:
+    elif prose:
         status = Action.Status.DONE
-    if status == Action.Status.DONE and not prose:
+    else:
         status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
     Action.objects.filter(pk=action.pk).update(
         text=prose,

@@ -9,6 +9,7 @@ conditional UPDATE; the few reads here sit beside the writes they serve.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -84,6 +85,10 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     it, moves the head, and queues the narration once the transaction commits.
 
     Empty text means "continue": the narrator writes on with no new action.
+    A reader's action is never stacked on another one: at a reader's action
+    that has no narration in the story (its narration failed, or came from an
+    older install), new text replaces it as a branch, and empty text
+    narrates it.
     """
     campaign = _locked(campaign)
     head = _head(campaign)
@@ -95,6 +100,8 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
         # A failed or empty narration is not part of the story: the new turn
         # replaces it, and it stays behind as an abandoned branch.
         parent = head.parent
+    if text and parent is not None and parent.kind == Action.Kind.PLAYER:
+        parent = parent.parent
     if text:
         player = _append(campaign, parent, kind=Action.Kind.PLAYER, text=text, now=now)
         parent = player
@@ -104,30 +111,48 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     return player, narration
 
 
+@dataclass(frozen=True)
+class Undone:
+    """Where an undo left the head, and the reader's words it took back (for the turn box)."""
+
+    head: Action | None
+    player_text: str
+
+
 @transaction.atomic
-def turn_undo(*, campaign: Campaign, now: datetime) -> Action | None:
-    """Moves the head to its parent. The undone action stays stored, and redo
-    can bring it back until a new turn branches away from it."""
+def turn_undo(*, campaign: Campaign, now: datetime) -> Undone:
+    """Steps back over one whole turn: the narration and the reader's action
+    that asked for it, so the story never ends on an unanswered action. The
+    undone actions stay stored, and redo brings them back until a new turn
+    branches away from them."""
     campaign = _locked(campaign)
     head = _head(campaign)
     if head is None:
         raise TurnRefused("There is nothing to undo.")
     _refuse_while_narrating(head)
-    parent = head.parent
-    campaign.head = parent
+    target = head.parent
+    player_text = ""
+    if head.kind == Action.Kind.PLAYER:
+        player_text = head.text
+    elif target is not None and target.kind == Action.Kind.PLAYER:
+        player_text = target.text
+        target = target.parent
+    campaign.head = target
     campaign.save(update_fields=["head", "updated"])
-    return parent
+    return Undone(head=target, player_text=player_text)
 
 
 @transaction.atomic
 def turn_redo(*, campaign: Campaign, now: datetime) -> Action:
-    """Moves the head to the child it most recently came from."""
+    """Steps forward over one whole turn, along the children it most recently came from."""
     campaign = _locked(campaign)
     head = _head(campaign)
     _refuse_while_narrating(head)
     child = redo_target(campaign, head)
     if child is None:
         raise TurnRefused("There is nothing to redo.")
+    if child.kind == Action.Kind.PLAYER:
+        child = redo_target(campaign, child) or child
     _move_head(campaign, child, now=now)
     return child
 
@@ -208,18 +233,13 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
 
 
 def narration_stop(*, action: Action, now: datetime) -> bool:
-    """Stops a narration. One no worker is on (not picked up yet, or its
-    worker died) stops at once, so a dead worker cannot trap the reader; a
-    running one is flagged, and the worker checks the flag between chunks
-    and keeps what it wrote."""
-    if Action.objects.filter(pk=action.pk, status=Action.Status.PENDING).update(
-        status=Action.Status.STOPPED, stop_requested=True
-    ):
-        return True
-    if Action.objects.filter(
-        pk=action.pk, status=Action.Status.STREAMING, heartbeat__lt=now - Action.STALE_AFTER
-    ).update(status=Action.Status.STOPPED, stop_requested=True, heartbeat=None):
-        return True
+    """Stops a narration at once, whatever the model is doing: the action is
+    marked stopped with the text the reader has already seen, so the page
+    settles within a poll of the stream. The worker notices the flag at its
+    next chunk (or when its stalled call times out), keeps that text rather
+    than what arrived after the click, and stores the snapshot."""
     return bool(
-        Action.objects.filter(pk=action.pk, status=Action.Status.STREAMING).update(stop_requested=True)
+        Action.objects.filter(pk=action.pk, status__in=[Action.Status.PENDING, Action.Status.STREAMING]).update(
+            status=Action.Status.STOPPED, stop_requested=True, heartbeat=None
+        )
     )

@@ -8,10 +8,12 @@ applies the same owner filter in its own query.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -30,6 +32,24 @@ STORY_PAGE = 60
 STREAM_POLL_SECONDS = 0.2
 STREAM_MAX_SECONDS = 15 * 60
 STREAM_KEEPALIVE_SECONDS = 15
+#: What the page's status line says while a narration is on its way.
+STREAM_STATUS = {
+    Action.Status.PENDING: "Waiting for a worker…",
+    Action.Status.STREAMING: "The narrator is writing…",
+}
+#: Where an undo without JavaScript leaves the reader's words for the turn box.
+RESTORED_TURN_KEY = "loremaster.restored_turn"
+#: Ids and offsets are small numbers; anything longer is not one of ours.
+NUMBER_PARAM = re.compile(r"[0-9]{1,12}")
+
+
+def _number_param(value: str | None, *, default: int = 0) -> int:
+    """A query parameter or header that must be a plain number: a 400 otherwise, not a 500."""
+    if value is None or value == "":
+        return default
+    if not NUMBER_PARAM.fullmatch(value):
+        raise BadRequest("Expected a number.")
+    return int(value)
 
 
 @login_required
@@ -79,6 +99,7 @@ def _story_context(campaign: Campaign) -> dict:
     actions = lineage.tail(campaign.pk, campaign.head_id, STORY_PAGE)
     alternatives = services.alternatives(head) if head is not None and head.kind == Action.Kind.AI else []
     profile = endpoint_for(campaign)
+    index = next((i for i, a in enumerate(alternatives, 1) if a.pk == head.pk), 0) if head else 0
     return {
         "campaign": campaign,
         "head": head,
@@ -86,7 +107,9 @@ def _story_context(campaign: Campaign) -> dict:
         "inspectable": selectors.with_snapshots(actions),
         "earlier": actions[0] if actions and actions[0].parent_id else None,
         "alternatives": alternatives,
-        "alternative_index": next((i for i, a in enumerate(alternatives, 1) if a.pk == head.pk), 0) if head else 0,
+        "alternative_index": index,
+        "previous_alternative": alternatives[index - 2] if index > 1 else None,
+        "next_alternative": alternatives[index] if 0 < index < len(alternatives) else None,
         "can_undo": head is not None and not head.in_flight,
         "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
         "can_retry": head is not None and not head.in_flight,
@@ -100,6 +123,7 @@ def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     narration.recover_stale(campaign.pk, now=timezone.now())
     context = _story_context(campaign)
     context["turn_form"] = TurnForm()
+    context["turn_text"] = request.session.pop(RESTORED_TURN_KEY, "")
     template = "storyapp/play.html"
     if request.htmx:
         template += "#story"
@@ -110,7 +134,7 @@ def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
 def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     """An earlier page of the lineage, for long stories (the page shows the newest only)."""
     campaign = campaign_for(request, pk)
-    before = action_for(request, pk, int(request.GET.get("before", 0) or 0))
+    before = action_for(request, pk, _number_param(request.GET.get("before")))
     if not lineage.contains(campaign.pk, campaign.head_id, before):
         raise Http404("That action is not in the story being read.")
     actions = lineage.window(campaign.pk, before.parent_id, STORY_PAGE)
@@ -153,25 +177,39 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
 
-def _story_command(request: HttpRequest, pk: int, command) -> HttpResponse:
+def _story_command(request: HttpRequest, pk: int, command, *, event: str = "") -> HttpResponse:
+    """Runs a story command; `event` is told to the page when it succeeds."""
     campaign = campaign_for(request, pk)
     try:
         command(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc))
-    return _story_response(request, campaign)
+    response = _story_response(request, campaign)
+    return trigger_client_event(response, event) if event and request.htmx else response
 
 
 @login_required
 @require_POST
 def turn_undo(request: HttpRequest, pk: int) -> HttpResponse:
-    return _story_command(request, pk, services.turn_undo)
+    """Takes back a whole turn; the reader's words go back into the turn box
+    (by an htmx event, or through the session when the page reloads)."""
+    campaign = campaign_for(request, pk)
+    try:
+        undone = services.turn_undo(campaign=campaign, now=timezone.now())
+    except services.TurnRefused as exc:
+        return _story_response(request, campaign, error=str(exc))
+    if not request.htmx:
+        if undone.player_text:
+            request.session[RESTORED_TURN_KEY] = undone.player_text
+        return redirect("campaign_play", pk=campaign.pk)
+    response = _story_response(request, campaign)
+    return trigger_client_event(response, "turn-restored", {"text": undone.player_text})
 
 
 @login_required
 @require_POST
 def turn_redo(request: HttpRequest, pk: int) -> HttpResponse:
-    return _story_command(request, pk, services.turn_redo)
+    return _story_command(request, pk, services.turn_redo, event="turn-redone")
 
 
 @login_required
@@ -259,17 +297,20 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
     owned = Action.objects.filter(pk=action_id, campaign_id=pk, campaign__owner=user)
     if not await owned.aexists():
         raise Http404("No such narration.")
-    sent = request.headers.get("Last-Event-ID") or request.GET.get("offset") or "0"
-    offset = int(sent) if sent.isdigit() else 0
+    offset = _number_param(request.headers.get("Last-Event-ID") or request.GET.get("offset"))
 
     async def events():
         nonlocal offset
         started = last_write = time.monotonic()
+        told = None
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
             row = await owned.values("text", "status", "heartbeat").afirst()
             if row is None:
                 break
+            if row["status"] in STREAM_STATUS and row["status"] != told:
+                told = row["status"]
+                yield _sse("status", STREAM_STATUS[told])
             text = row["text"]
             if len(text) > offset:
                 yield _sse("chunk", escape(text[offset:]), len(text))
@@ -302,14 +343,14 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
     if snapshot is None:
         raise Http404("This turn has no stored context.")
     previous = selectors.previous_snapshot(action)
-    report = snapshot.report
+    report = inspector.readable(snapshot.report)
     context = {
         "campaign": action.campaign,
         "action": action,
         "snapshot": snapshot,
         "report": report,
         "bars": inspector.budget_bars(report),
-        "knowledge": report.get("knowledge") or {},
+        "knowledge": report["knowledge"],
         "changes": inspector.diff(report, previous.report if previous else None),
     }
     template = "storyapp/inspector.html"

@@ -1,10 +1,101 @@
-// Keep the newest part of the story in view after a turn, and send with Ctrl/Cmd+Enter.
-document.addEventListener("htmx:afterSwap", (event) => {
-  if (event.target.id === "story") window.scrollTo(0, document.body.scrollHeight);
-});
-document.addEventListener("keydown", (event) => {
-  if (event.target.id === "turn-text" && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
-    event.preventDefault();
-    htmx.trigger("#turn-form", "submit");
-  }
-});
+// The play page's behaviour beyond htmx: where focus goes after a command,
+// what happens to the turn box, Stop's immediate feedback, Escape for the
+// inspector, and announcing a finished narration to screen readers.
+(function () {
+  "use strict";
+  const box = () => document.getElementById("turn-text");
+  let commandId = null;
+  let restored = null;
+
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const button = event.detail.elt.querySelector && event.detail.elt.querySelector("button");
+    commandId = button && button.id ? button.id : null;
+  });
+
+  document.addEventListener("htmx:afterSwap", (event) => {
+    if (event.target.id !== "story" && event.detail.target.id !== "story") return;
+    const story = document.getElementById("story");
+    // Focus stays on the command the reader used, or goes to the turn box when
+    // that command is gone or disabled now, never to the page body.
+    const again = commandId && document.getElementById(commandId);
+    if (again && !again.disabled) again.focus({ preventScroll: true });
+    else if (commandId) box().focus({ preventScroll: true });
+    commandId = null;
+    const last = story.querySelector(".lineage .action:last-of-type");
+    if (last) last.scrollIntoView({ block: "end" });
+  });
+
+  document.addEventListener("turn-accepted", (event) => {
+    if (event.target.id === "turn-form") { box().value = ""; restored = null; }
+  });
+
+  // Undo hands back the reader's words; they never overwrite something else typed since.
+  document.addEventListener("turn-restored", (event) => {
+    const text = (event.detail && event.detail.text) || "";
+    if (!text) return;
+    if (box().value.trim() === "" || box().value === restored) {
+      box().value = text;
+      restored = text;
+    }
+  });
+  document.addEventListener("turn-redone", () => {
+    if (restored !== null && box().value === restored) box().value = "";
+    restored = null;
+  });
+
+  // Stop says so at once; the server ends the narration and the stream closes.
+  document.addEventListener("submit", (event) => {
+    if (!event.target.classList.contains("stop-form")) return;
+    const working = event.target.closest(".working");
+    const status = working && working.querySelector(".status-text");
+    if (status) {
+      status.removeAttribute("sse-swap");
+      status.textContent = "Stopping…";
+    }
+    event.target.querySelector("button").disabled = true;
+  }, true);
+
+  // A finished narration is read out once, as a whole, not chunk by chunk:
+  // its stream's end reloads the story, and the settled text is announced.
+  let announce = null;
+  document.addEventListener("htmx:sseMessage", (event) => {
+    if (event.detail.type !== "done") return;
+    const article = event.detail.elt.closest && event.detail.elt.closest(".action");
+    if (article) announce = article.id;
+  });
+  document.addEventListener("htmx:afterSwap", (event) => {
+    if (!announce || event.detail.target.id !== "story") return;
+    const prose = document.querySelector(`#${announce} .prose`);
+    if (prose) document.getElementById("announcer").textContent = prose.textContent;
+    announce = null;
+  });
+
+  // Context opens the inspector under its narration, and a second press closes it.
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const link = event.detail.elt;
+    if (!link.classList || !link.classList.contains("context-link")) return;
+    const open = document.getElementById(link.getAttribute("aria-controls"));
+    if (open) { event.preventDefault(); open.remove(); link.focus(); }
+  });
+
+  document.addEventListener("keydown", (event) => {
+    if (event.target.id === "turn-text" && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      htmx.trigger("#turn-form", "submit");
+    }
+    if (event.key === "Escape") {
+      const open = document.querySelector(".play .inspector");
+      if (!open) return;
+      const link = document.querySelector(`[aria-controls="${open.id}"]`);
+      open.remove();
+      if (link) link.focus();
+    }
+  });
+
+  // The inspector, once opened, takes focus so Escape and reading start there.
+  document.addEventListener("htmx:afterSettle", (event) => {
+    const opened = event.detail.elt && event.detail.elt.classList && event.detail.elt.classList.contains("inspector")
+      ? event.detail.elt : document.querySelector(".play .inspector:not([data-seen])");
+    if (opened) { opened.dataset.seen = "1"; opened.setAttribute("tabindex", "-1"); opened.focus(); }
+  });
+})();

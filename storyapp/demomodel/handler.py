@@ -159,7 +159,10 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self._send_chunk(_event(_chunk(head, {"role": "assistant", "content": ""})))
         text = reply if step.cut_after is None else reply[: step.cut_after]
-        for piece in narration.pieces(text):
+        for number, piece in enumerate(narration.pieces(text)):
+            if number == step.pause_after and demo._stopping.wait(step.pause):
+                self.close_connection = True
+                return
             if delay and demo._stopping.wait(delay):
                 self.close_connection = True
                 return

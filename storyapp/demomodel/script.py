@@ -21,6 +21,9 @@ class Step:
     cut_after: int | None = None
     stall: float = 0
     delay: float | None = None
+    #: A stall mid-stream: after this many pieces, `pause` seconds of silence.
+    pause_after: int | None = None
+    pause: float = 0
 
 
 _TYPES = {
@@ -32,6 +35,8 @@ _TYPES = {
     "cut_after": int,
     "stall": (int, float),
     "delay": (int, float),
+    "pause_after": int,
+    "pause": (int, float),
 }
 _DIRECTIVE = re.compile(r"\[\[demo:([\w.=]+)\]\]")
 

@@ -24,7 +24,7 @@ def test_import_with_wait_indexes_here_and_reports(campaign, files, capsys):
     call_command("import_knowledge", "--campaign", str(campaign.pk), "--class", "canon", "--hidden",
                  "--always-include", "--wait", *paths)
     assert set(KnowledgeSource.objects.values_list("title", "index_state", "visibility", "always_include")) == {
-        ("westhaven", "ready", "hidden", True), ("notes", "ready", "hidden", True)}
+        ("Westhaven", "ready", "hidden", True), ("notes", "ready", "hidden", True)}
     assert "ready" in capsys.readouterr().out.lower()
 
 
@@ -41,7 +41,7 @@ def test_import_exits_non_zero_when_a_file_is_refused(campaign, files):
     paths = files(good_md="# Good\n\nText.", bad_md=b"\xff\xfe\x00bad")
     with pytest.raises(CommandError, match="1 file"):
         call_command("import_knowledge", "--campaign", str(campaign.pk), "--class", "reference", "--wait", *paths)
-    assert list(KnowledgeSource.objects.values_list("title", flat=True)) == ["good"]
+    assert list(KnowledgeSource.objects.values_list("title", flat=True)) == ["Good"]
 
 
 def test_import_exits_non_zero_when_a_source_fails(embedded_campaign, model, files):

@@ -47,7 +47,7 @@ def test_several_files_upload_at_once_and_become_ready(reader, campaign, django_
     body = response.content.decode()
     assert response.status_code == 200 and "Imported 3 files" in body
     assert set(KnowledgeSource.objects.values_list("title", "classification", "index_state")) == {
-        ("westhaven", "canon", "ready"), ("notes", "canon", "ready"), ("old", "canon", "ready"),
+        ("Westhaven", "canon", "ready"), ("notes", "canon", "ready"), ("Old", "canon", "ready"),
     }
 
 
@@ -76,10 +76,10 @@ def test_a_bad_file_gets_a_clear_message_and_nothing_is_stored(reader, campaign,
 
 
 def test_a_file_over_the_size_limit_is_refused_while_it_streams(reader, campaign, settings):
-    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 1000
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 1024
     response = post_files(reader, campaign, md("huge.md", "x " * 5000), md("fine.md", LORE))
     body = response.content.decode()
-    assert "huge.md: the file is over the 1.0 kB limit." in body
+    assert "huge.md: the file is over the 1.0 KB limit." in body
     assert list(KnowledgeSource.objects.values_list("original_filename", flat=True)) == ["fine.md"]
 
 
@@ -100,7 +100,7 @@ def test_an_oversized_request_is_refused_before_its_body_is_read(alice, campaign
     request.user = alice
     request.htmx = HtmxDetails(request)
     response = views.library_upload(request, pk=campaign.pk)
-    assert "This upload is 50.0 MB, over the 10.0 kB a single upload may carry" in response.content.decode()
+    assert "This upload is 47.7 MB, over the 9.8 KB a single upload may carry" in response.content.decode()
     assert not KnowledgeSource.objects.exists()
 
 
@@ -118,7 +118,7 @@ def test_uploading_nothing_asks_for_a_file(reader, campaign):
 def test_a_duplicate_upload_is_reported_not_stored(reader, campaign, django_capture_on_commit_callbacks):
     post_files(reader, campaign, md("westhaven.md", LORE), captured=django_capture_on_commit_callbacks)
     response = post_files(reader, campaign, md("again.md", LORE))
-    assert "again.md: the same text is already in this library as “westhaven”." in response.content.decode()
+    assert "again.md: the same text is already in this library as “Westhaven”." in response.content.decode()
     assert KnowledgeSource.objects.count() == 1
 
 
@@ -159,7 +159,7 @@ def test_always_include_is_refused_for_a_non_canon_source(reader, campaign, libr
                                  "always_include": "on", "enabled": "on"}, **HX)
     assert "Only Canon sources can be always included." in response.content.decode()
     source.refresh_from_db()
-    assert not source.always_include and source.title == "lore"
+    assert not source.always_include and source.title == "Westhaven"
 
 
 def test_delete_asks_for_confirmation_then_removes_the_source_and_its_passages(reader, campaign, library):

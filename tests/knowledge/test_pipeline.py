@@ -98,7 +98,7 @@ def test_the_same_content_twice_is_reported_and_not_stored_twice(campaign, djang
     with django_capture_on_commit_callbacks(execute=True):
         result = services.sources_import(campaign=campaign, files=[("copy.md", NEW.replace("\n", "\r\n").encode())])
     assert result.created == []
-    assert result.duplicates == ["copy.md: the same text is already in this library as “first”."]
+    assert result.duplicates == ["copy.md: the same text is already in this library as “Westhaven”."]
     assert KnowledgeSource.objects.count() == 1 and IndexJob.objects.count() == 1
 
 

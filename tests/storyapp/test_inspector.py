@@ -55,7 +55,7 @@ def test_the_inspector_shows_each_section_and_the_budget(client, campaign, turn)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     for label in ("narrator", "plot_essentials", "narrative_state", "state_reminder"):
         assert f"<code>{label}</code>" in page
-    assert "reply reserve" in page and "Magic costs blood." in page and "I walk to the quay." in page
+    assert "Reserved for the reply" in page and "Plot essentials" in page and "Magic costs blood." in page and "I walk to the quay." in page
 
 
 def test_the_inspector_does_not_change_when_the_campaign_does(client, campaign, turn):
@@ -78,7 +78,7 @@ def test_the_inspector_lists_what_changed_since_the_previous_narration(client, c
     second = turn("I wait.")
     client.login(username="alice", password=PASSWORD)
     page = client.get(reverse("context_inspector", args=[campaign.pk, second.pk])).content.decode()
-    assert "− plot_essentials" in page
+    assert "− Plot essentials" in page
 
 
 def test_budget_bars_add_up_to_the_budget():
@@ -87,7 +87,7 @@ def test_budget_bars_add_up_to_the_budget():
         "tokens": {"budget": 1000, "total": 400, "output_reserve": 200},
     }
     bars = inspector.budget_bars(report)
-    assert [b.label for b in bars] == ["narrator", "history", "reply reserve", "unused"]
+    assert [b.label for b in bars] == ["Narrator rules", "Story so far", "Reserved for the reply", "Unused"]
     assert sum(b.tokens for b in bars) == 1000
 
 
@@ -108,3 +108,37 @@ def test_build_context_budget_override_and_overflow(campaign):
     assert json.loads(out.getvalue())["tokens"]["budget"] == 5000
     with pytest.raises(CommandError, match="300"):
         call_command("build_context", campaign=campaign.pk, budget=300, json=True, stdout=StringIO())
+
+
+@pytest.mark.parametrize("report", [
+    {},
+    {"sections": "nope", "tokens": {"budget": "x"}, "knowledge": {"used": [1, {"chunk_index": "a"}]}},
+    {"sections": [{"label": None, "tokens": "9"}, 3], "knowledge": [], "window": "verified", "memories": {"used": 4}},
+    ["not", "a", "report"],
+])
+def test_a_malformed_imported_report_renders_what_it_can(client, campaign, turn, report):
+    narration = turn("I walk to the quay.")
+    ContextSnapshot.objects.filter(action=narration).update(report=report)
+    client.login(username="alice", password=PASSWORD)
+    response = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk]))
+    assert response.status_code == 200
+    assert "I walk to the quay." in response.content.decode()
+
+
+def test_the_inspector_lists_rejected_passages_with_their_reasons_and_counts_that_add_up(client, campaign, turn):
+    narration = turn("I walk to the quay.")
+    report = narration.snapshot.report
+    report["knowledge"].update(generated=3, rejected=2, considered=1, rejections=[
+        {"title": "Tides", "filename": "tides.md", "passage": 2, "heading_path": "Tides", "classification": "reference",
+         "visibility": "visible", "matched_terms": ["quay"], "lexical": 0.4, "cosine": None,
+         "why": "lexical: one meaningful term, not a rare one"},
+        {"title": "Secret", "filename": "secret.md", "passage": 1, "heading_path": "The traitor", "classification": "canon",
+         "visibility": "hidden", "matched_terms": [], "lexical": None, "cosine": 0.1, "why": "semantic: cosine below"},
+    ])
+    ContextSnapshot.objects.filter(action=narration).update(report=report)
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "found 3 passages: 1 admitted, 2 rejected" in page
+    assert "tides.md · Tides · passage 2" in page and "one meaningful term, not a rare one" in page
+    hidden = page[page.index("secret.md") - 200:page.index("secret.md")]
+    assert '<details class="spoiler">' in hidden and "reveal" in hidden

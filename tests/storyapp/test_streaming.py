@@ -60,7 +60,7 @@ def test_a_stream_stops_following_a_narration_whose_worker_died(client, campaign
     )
     client.login(username="alice", password=PASSWORD)
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
-    assert [e[0] for e in events] == ["chunk", "done"]
+    assert [e[0] for e in events] == ["status", "chunk", "done"]
 
 
 def test_a_narration_whose_worker_died_is_narrated_again(campaign, model):

@@ -66,7 +66,6 @@ def test_off_lineage_turns_never_reach_the_query(campaign, play, model, django_c
     play("I burn the quillfeather ledger.", "The quillfeather ledger burns.")
     with django_capture_on_commit_callbacks(execute=True):
         services.turn_undo(campaign=campaign, now=timezone.now())
-        services.turn_undo(campaign=campaign, now=timezone.now())
     model.reset()
     narration = play("I wait on the quay.")
     terms = narration.snapshot.report["knowledge"]["terms"]

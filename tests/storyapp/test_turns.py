@@ -64,7 +64,6 @@ def test_abandoned_turns_never_reach_the_next_prompt(campaign, play, model, djan
         model.script({"reply": f"Narration {number} about the harbour."})
         play(f"Player move {number}.")
     _command(campaign, services.turn_undo, django_capture_on_commit_callbacks)
-    _command(campaign, services.turn_undo, django_capture_on_commit_callbacks)
     assert _story(campaign)[-1] == "Narration 2 about the harbour."
     model.reset()
     model.script({"reply": "A different third narration."})

@@ -1,6 +1,8 @@
-// The library's drop zone: files and whole folders dropped on it are put in
-// the file input and uploaded at once. Without JavaScript the input still
-// works as an ordinary multi-file picker.
+// The library's drop zone: files and whole folders dropped on it, or picked,
+// are put in the file input and listed beside the options; Upload sends them
+// with the options shown then. Nothing is sent on choosing, so options set
+// after choosing count. Without JavaScript the input still works as an
+// ordinary multi-file picker.
 (function () {
   "use strict";
   const zone = document.getElementById("dropzone");
@@ -27,12 +29,40 @@
     return found;
   }
 
-  function submit(files) {
+  const chosen = document.getElementById("chosen");
+  const list = document.getElementById("chosen-files");
+  const summary = document.getElementById("chosen-summary");
+  const clear = document.getElementById("upload-clear");
+
+  function size(bytes) {
+    return bytes >= 1048576 ? (bytes / 1048576).toFixed(1) + " MB" : (bytes / 1024).toFixed(1) + " KB";
+  }
+
+  function show() {
+    const files = Array.from(input.files);
+    list.replaceChildren(...files.map((file) => {
+      const item = document.createElement("li");
+      item.textContent = `${file.webkitRelativePath || file.name} · ${size(file.size)}`;
+      return item;
+    }));
+    summary.textContent = files.length
+      ? `${files.length} file${files.length === 1 ? "" : "s"} chosen, not yet uploaded. Check the options, then press Upload.`
+      : "";
+    chosen.hidden = clear.hidden = !files.length;
+  }
+
+  function choose(files) {
     const transfer = new DataTransfer();
     for (const file of files) transfer.items.add(file);
     input.files = transfer.files;
-    if (window.htmx) htmx.trigger(form, "submit"); else form.requestSubmit();
+    show();
   }
+
+  clear.addEventListener("click", () => { input.value = ""; show(); });
+  // After a successful upload only the files are cleared; the options stay as the reader set them.
+  form.addEventListener("htmx:afterRequest", (event) => {
+    if (event.detail.elt === form && event.detail.successful) { input.value = ""; show(); }
+  });
 
   ["dragenter", "dragover"].forEach((name) => zone.addEventListener(name, (event) => {
     event.preventDefault();
@@ -55,8 +85,8 @@
     } else {
       files = Array.from(event.dataTransfer.files || []);
     }
-    if (files.length) submit(files);
+    if (files.length) choose(files);
   });
 
-  input.addEventListener("change", () => { if (input.files.length) htmx.trigger(form, "submit"); });
+  input.addEventListener("change", show);
 })();
