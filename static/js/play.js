@@ -12,8 +12,10 @@
     commandId = button && button.id ? button.id : null;
   });
 
+  const swappedStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
+
   document.addEventListener("htmx:afterSwap", (event) => {
-    if (event.target.id !== "story" && event.detail.target.id !== "story") return;
+    if (!swappedStory(event)) return;
     const story = document.getElementById("story");
     // Focus stays on the command the reader used, or goes to the turn box when
     // that command is gone or disabled now, never to the page body.
@@ -64,7 +66,7 @@
     if (article) announce = article.id;
   });
   document.addEventListener("htmx:afterSwap", (event) => {
-    if (!announce || event.detail.target.id !== "story") return;
+    if (!announce || !swappedStory(event)) return;
     const prose = document.querySelector(`#${announce} .prose`);
     if (prose) document.getElementById("announcer").textContent = prose.textContent;
     announce = null;

@@ -1,0 +1,124 @@
+"""The reader's pages in a real browser: Debian's Chromium driven by
+Playwright, against the real app (uvicorn and a Celery worker as separate
+processes, the scripted model server on loopback), at 1280 and 390 px.
+
+The servers start once per session and share the test database; each test
+gets a fresh browser context, logged in as alice. A failing test keeps a
+screenshot of its page in BROWSER_ARTIFACTS (named in the failure). Any
+console error fails the test that caused it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests import live
+from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory, UserFactory
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+]
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", live.ROOT / "var" / "browser-failures"))
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+if not CHROMIUM.exists():
+    pytest.skip(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the
+# tests make between browser steps are ordinary blocking calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with playwright_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def servers(django_db_setup, django_db_blocker):
+    """uvicorn and one Celery worker, for the whole session."""
+    with django_db_blocker.unblock(), live.web_server() as base, live.worker():
+        yield base
+
+
+@pytest.fixture
+def base(servers, transactional_db):
+    """The app's address; the test's rows are committed, so the servers see them."""
+    return servers
+
+
+@pytest.fixture
+def campaign(alice, model):
+    return CampaignFactory(owner=alice, endpoint=EndpointProfileFactory(base_url=model.base_url),
+                           title="The Drowned Lantern")
+
+
+@pytest.fixture(params=list(WIDTHS))
+def width(request):
+    return request.param
+
+
+def _new_page(browser, base, width, *, errors: list[str]):
+    w, h = WIDTHS[width]
+    context = browser.new_context(viewport={"width": w, "height": h}, base_url=base,
+                                  is_mobile=width == "phone", has_touch=width == "phone")
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    return context, page
+
+
+def log_in(page, username: str, password: str = PASSWORD) -> None:
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name=re.compile("log in", re.I)).click()
+    page.wait_for_url(re.compile(r"/campaigns/$"))
+
+
+@pytest.fixture
+def page(request, browser, base, width, alice):
+    """A logged-in page for alice; console errors fail the test, a failure keeps a screenshot."""
+    errors: list[str] = []
+    context, page = _new_page(browser, base, width, errors=errors)
+    log_in(page, "alice")
+    page.console_errors = errors
+    yield page
+    failed = getattr(request.node, "report_call", None) is not None and request.node.report_call.failed
+    if failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', request.node.nodeid)}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot of the failing page: {shot}")
+    context.close()
+    if not failed:
+        ignorable = [e for e in errors if "favicon" not in e]
+        assert not ignorable, f"console errors: {ignorable}"
+
+
+@pytest.fixture
+def other_page(browser, base):
+    """A second reader's browser, for privacy checks."""
+    UserFactory(username="bob")
+    errors: list[str] = []
+    context, page = _new_page(browser, base, "desktop", errors=errors)
+    log_in(page, "bob")
+    yield page
+    context.close()

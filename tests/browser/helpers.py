@@ -1,0 +1,20 @@
+"""Checks the browser tests share: axe-core's findings and horizontal overflow."""
+
+from pathlib import Path
+
+AXE = Path(__file__).parent / "vendor" / "axe-4.14.1.min.js"
+
+
+def axe_violations(page, *, impacts=("serious", "critical")) -> list[dict]:
+    """axe-core's serious and critical findings on the page as it is now."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [
+        {"id": v["id"], "impact": v["impact"], "help": v["help"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in result["violations"] if v["impact"] in impacts
+    ]
+
+
+def horizontal_overflow(page) -> int:
+    """How many CSS pixels the page is wider than its viewport (0 when it fits)."""
+    return page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")

@@ -1,0 +1,195 @@
+"""Playing a story in Chromium, at 1280 and 390 px: streamed turns, undo and
+redo over whole turns, retry and alternatives, edit, Stop, leaving a
+narration and coming back, keyboard focus."""
+
+import re
+import time
+
+from playwright.sync_api import expect
+
+from storyapp.models import Action
+
+from tests.browser.helpers import horizontal_overflow
+
+PARAGRAPHS = "The tide comes in grey and slow.\n\nA bell tolls twice from the drowned chapel."
+
+
+def open_play(page, campaign):
+    page.goto(f"/campaigns/{campaign.pk}/")
+    expect(page.locator("#turn-text")).to_be_visible()
+
+
+def send(page, text: str) -> None:
+    page.locator("#turn-text").fill(text)
+    page.locator("#send-button").click()
+
+
+def narrations(page):
+    return page.locator("#story .action.ai")
+
+
+def wait_settled(page, count: int) -> None:
+    expect(page.locator("#story .action.ai.status-done")).to_have_count(count, timeout=20_000)
+
+
+def test_a_narration_streams_inside_its_own_text_with_paragraphs(page, campaign, model):
+    model.script({"reply": PARAGRAPHS + " " + " ".join(f"word{n}" for n in range(40)), "delay": 0.08})
+    open_play(page, campaign)
+    send(page, "I listen at the chapel door.")
+    streaming = page.locator("#story .action.ai.status-streaming, #story .action.ai.status-pending").first
+    expect(streaming).to_be_visible()
+    prose = streaming.locator(".prose")
+    expect(prose).to_contain_text("The tide comes in", timeout=10_000)
+    expect(streaming.locator(".status-text")).to_have_text("The narrator is writing…")
+    # Mid-stream: the text is inside the narration, above the controls, in the narration's font.
+    controls_top = page.locator("#story .controls").bounding_box()["y"]
+    assert prose.bounding_box()["y"] < controls_top
+    stray = page.evaluate("""() => [...document.getElementById('story').childNodes]
+        .filter(n => n.nodeType === 3 && n.textContent.trim()).length""")
+    assert stray == 0, "narration text landed loose in the story, outside its narration"
+    assert "Georgia" in prose.evaluate("el => getComputedStyle(el).fontFamily")
+    expect(prose).to_contain_text("A bell tolls", timeout=10_000)
+    assert "\n\n" in prose.inner_text(), "the paragraphs ran together while streaming"
+    wait_settled(page, 1)
+    done = narrations(page).first.locator(".prose")
+    assert done.inner_text().startswith("The tide comes in grey and slow.\n\nA bell tolls twice")
+    expect(page.locator("#announcer")).to_contain_text("The tide comes in")
+
+
+def test_three_turns_each_stored_and_shown_once(page, campaign, model):
+    open_play(page, campaign)
+    for number in range(1, 4):
+        model.script({"reply": f"Narration number {number}.", "delay": 0.02})
+        send(page, f"Move number {number}.")
+        wait_settled(page, number)
+        expect(page.locator("#turn-text")).to_have_value("")
+    texts = [t.strip() for t in narrations(page).all_inner_texts()]
+    assert [t.split("\n")[0] for t in texts] == [f"Narration number {n}." for n in range(1, 4)]
+    assert Action.objects.filter(campaign=campaign, kind=Action.Kind.AI, status=Action.Status.DONE).count() == 3
+    assert horizontal_overflow(page) <= 0
+
+
+def test_undo_and_redo_step_over_whole_turns_and_undo_returns_the_words(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "First told."}, {"reply": "Second told."}, {"reply": "Third told."})
+    send(page, "First move.")
+    wait_settled(page, 1)
+    send(page, "Second move.")
+    wait_settled(page, 2)
+    page.locator("#undo-button").click()
+    expect(page.locator("#story .action")).to_have_count(2)
+    expect(page.locator("#turn-text")).to_have_value("Second move.")
+    focused = page.evaluate("() => document.activeElement.id")
+    assert focused in ("undo-button", "turn-text")
+    page.locator("#redo-button").click()
+    expect(page.locator("#story .action")).to_have_count(4)
+    expect(page.locator("#turn-text")).to_have_value("")
+    assert page.evaluate("() => document.activeElement.id") in ("redo-button", "turn-text")
+    page.locator("#undo-button").click()
+    expect(page.locator("#turn-text")).to_have_value("Second move.")
+    page.locator("#turn-text").fill("A different second move.")
+    page.locator("#send-button").click()
+    wait_settled(page, 2)
+    players = [t.strip() for t in page.locator("#story .action.player .prose").all_inner_texts()]
+    assert players == ["First move.", "A different second move."]
+
+
+def test_retry_and_flip_between_alternatives_on_the_narration(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "The first telling."}, {"reply": "The second telling."})
+    send(page, "I knock.")
+    wait_settled(page, 1)
+    narrations(page).last.locator("#retry-inline").click()
+    wait_settled(page, 1)
+    last = narrations(page).last
+    expect(last.locator(".prose")).to_have_text("The second telling.")
+    expect(last.locator(".alternatives")).to_contain_text("2 / 2")
+    last.locator("#alternative-previous").click()
+    expect(narrations(page).last.locator(".prose")).to_have_text("The first telling.")
+    expect(narrations(page).last.locator(".alternatives")).to_contain_text("1 / 2")
+    assert page.evaluate("() => document.activeElement.id") in ("alternative-next", "turn-text", "alternative-previous")
+    narrations(page).last.locator("#alternative-next").click()
+    expect(narrations(page).last.locator(".prose")).to_have_text("The second telling.")
+
+
+def test_edit_a_narration_in_place(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "A narration with a tpyo."})
+    send(page, "I read the sign.")
+    wait_settled(page, 1)
+    tools = narrations(page).last.locator(".action-tools")
+    expect(tools).to_be_visible()
+    tools.get_by_role("link", name="Edit").click()
+    box = page.get_by_label("The narration, edited")
+    box.fill("A narration without a typo.")
+    page.get_by_role("button", name="Save").click()
+    expect(narrations(page).last.locator(".prose")).to_have_text("A narration without a typo.")
+    assert Action.objects.get(campaign=campaign, kind=Action.Kind.AI).text == "A narration without a typo."
+
+
+def test_stop_says_so_at_once_and_ends_the_narration_within_a_second(page, campaign, model):
+    model.script({"reply": "It begins slowly. " + "More and more. " * 30, "delay": 0.1, "pause_after": 3, "pause": 8})
+    open_play(page, campaign)
+    send(page, "I wait.")
+    streaming = page.locator("#story .action.ai:has(.working)")
+    expect(streaming.locator(".prose")).to_contain_text("It begins", timeout=10_000)
+    shown = streaming.locator(".prose").inner_text()
+    started = time.monotonic()
+    streaming.locator("#stop-button").click()
+    expect(page.locator(".status-text")).to_have_text("Stopping…", timeout=300)
+    expect(page.locator("#story .action.ai.status-stopped")).to_be_visible(timeout=3000)
+    stopped_after = time.monotonic() - started
+    assert stopped_after < 1.5, f"the narration ended {stopped_after:.2f} s after Stop"
+    kept = page.locator("#story .action.ai.status-stopped .prose").inner_text()
+    assert kept.startswith(shown.strip()[:10]) and "More and more. More and more. More and more. More" not in kept
+
+
+def test_leaving_mid_narration_and_coming_back_shows_it_finished_once(page, browser, base, campaign, model):
+    model.script({"reply": "A long answer that keeps on going. " * 6 + "The end of it.", "delay": 0.1})
+    open_play(page, campaign)
+    send(page, "I ask the ferryman.")
+    expect(page.locator("#story .action.ai .prose")).to_contain_text("A long answer", timeout=10_000)
+    cookies = page.context.cookies()
+    page.goto("about:blank")
+    deadline = time.monotonic() + 30
+    while Action.objects.filter(campaign=campaign, status=Action.Status.STREAMING).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    context = browser.new_context(base_url=base)
+    context.add_cookies(cookies)
+    again = context.new_page()
+    again.goto(f"/campaigns/{campaign.pk}/")
+    text = again.locator("#story .action.ai .prose").inner_text()
+    assert text.endswith("The end of it.") and text.count("The end of it.") == 1
+    assert Action.objects.filter(campaign=campaign, kind=Action.Kind.AI).count() == 1
+    context.close()
+
+
+def test_skip_link_and_keyboard_send(page, campaign, model, width):
+    open_play(page, campaign)
+    page.keyboard.press("Tab")
+    skip = page.locator(".skip-link")
+    expect(skip).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#turn-text")).to_be_focused()
+    model.script({"reply": "Sent by keyboard."})
+    page.keyboard.type("I whistle.")
+    page.keyboard.press("Control+Enter")
+    wait_settled(page, 1)
+    expect(narrations(page).last.locator(".prose")).to_have_text("Sent by keyboard.")
+
+
+def test_a_second_reader_is_refused_the_campaign(other_page, campaign):
+    response = other_page.goto(f"/campaigns/{campaign.pk}/")
+    assert response.status == 404
+    assert other_page.goto(f"/campaigns/{campaign.pk}/library/").status == 404
+    assert "The Drowned Lantern" not in other_page.content()
+    other_page.goto("/campaigns/")
+    expect(other_page.get_by_text("The Drowned Lantern")).to_have_count(0)
+
+
+def test_create_a_campaign_from_the_form(page):
+    page.goto("/campaigns/new/")
+    page.get_by_label("Title").fill("A Campaign Made in the Browser")
+    page.get_by_role("button", name=re.compile("Create")).click()
+    expect(page).to_have_url(re.compile(r"/campaigns/\d+/$"))
+    expect(page.get_by_role("heading", name="A Campaign Made in the Browser")).to_be_visible()
