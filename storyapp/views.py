@@ -112,7 +112,6 @@ def _story_context(campaign: Campaign) -> dict:
         "next_alternative": alternatives[index] if 0 < index < len(alternatives) else None,
         "can_undo": head is not None and not head.in_flight,
         "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
-        "can_retry": head is not None and not head.in_flight,
         "endpoint": profile,
     }
 
@@ -349,9 +348,9 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
         "action": action,
         "snapshot": snapshot,
         "report": report,
-        "bars": inspector.budget_bars(report),
+        "bars": inspector.budget_bars(snapshot.report),
         "knowledge": report["knowledge"],
-        "changes": inspector.diff(report, previous.report if previous else None),
+        "changes": inspector.diff(snapshot.report, previous.report if previous else None),
     }
     template = "storyapp/inspector.html"
     if request.htmx:

@@ -16,5 +16,9 @@ def axe_violations(page, *, impacts=("serious", "critical")) -> list[dict]:
 
 
 def horizontal_overflow(page) -> int:
-    """How many CSS pixels the page is wider than its viewport (0 when it fits)."""
-    return page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    """How many CSS pixels the page is wider than its viewport (0 when it fits).
+
+    Measured against the width asked for, not window.innerWidth: a mobile
+    viewport zooms out to fit a page that overflows, and then innerWidth
+    grows with it."""
+    return page.evaluate("() => document.documentElement.scrollWidth") - page.viewport_size["width"]
