@@ -62,6 +62,9 @@ class DemoHandler(BaseHTTPRequestHandler):
         """1. Read the whole body, so the connection can be reused. 2. Check
         the key. 3. Route.
         """
+        # When the request reached the server (perf_counter, comparable within
+        # one process): `manage.py bench` measures turn overhead up to here.
+        self.received = time.perf_counter()
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         api_key = self.server.demo.api_key
         if api_key is not None and not self._authorized(api_key):
@@ -116,6 +119,7 @@ class DemoHandler(BaseHTTPRequestHandler):
                 "messages": messages,
                 "stream": stream,
                 "max_tokens": limit,
+                "received": self.received,
             }
         )
         step = demo._take_step() or step_from_directive(narration.last_user_text(messages)) or Step()

@@ -33,17 +33,13 @@ from django.utils import timezone
 
 from contextbuild import inject
 from knowledge import lexical
+from knowledge.benchdata import SyntheticLibrary
 from knowledge.models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from knowledge.query import STOPWORDS, QueryInputs
+from knowledge.query import QueryInputs
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp.models import Campaign, EndpointProfile
 
-DIMENSIONS = 384
-WORDS_PER_PASSAGE = 110
-PASSAGES_PER_SOURCE = 50
-VOCABULARY = 20000
 BUDGET = 8192
-_SYLLABLES = "ka lo ri wen tha mar el dor ys ae bri gan hol vess tor un quel sar im ost pel cyr oth ban".split()
 
 
 class _Rollback(Exception):
@@ -65,10 +61,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=11)
 
     def handle(self, *args, turns, total, seed, **options):
-        self.rng = np.random.default_rng(seed)
-        self.vocabulary = _vocabulary(self.rng)
-        weights = 1.0 / (np.arange(VOCABULARY) + 100.0)
-        self.weights = weights / weights.sum()
+        self.seed = seed
         self.stdout.write(f"Database: {connection.vendor}; {turns} timed turns per scenario")
         # Time the lexical search separately (it is knowledge.lexical's), by
         # wrapping the function retrieval calls for the length of the run.
@@ -93,21 +86,20 @@ class Command(BaseCommand):
         model = f"bench-embed-{uuid.uuid4().hex[:8]}"
         EmbeddingCalibration.objects.create(model=model, floor=0.3, measured_at=timezone.now())
         self.profile = EndpointProfile(name="bench", base_url="http://127.0.0.1:9/v1", embedding_model=model)
-        self.model = model
-        self.owner = owner
+        self.data = SyntheticLibrary(owner=owner, model=model, seed=self.seed)
 
-        small = self._campaign("1,000 alone", 1000)
+        small = self.data.campaign("1,000 alone", 1000)
         self._bench("1,000-passage campaign", small, turns)
 
-        middle = self._campaign("2,000 in 100,000", 2000)
-        filler = self._campaign("filler", total - 3000)
+        middle = self.data.campaign("2,000 in 100,000", 2000)
+        filler = self.data.campaign("filler", total - 3000)
         self._bench(f"2,000-passage campaign, instance of {self._count():,}", middle, turns)
 
         for campaign in (small, middle):
             KnowledgeEmbedding.objects.filter(chunk__campaign=campaign).delete()
             KnowledgeChunk.objects.filter(campaign=campaign)._raw_delete(connection.alias)
             KnowledgeSource.objects.filter(campaign=campaign).delete()
-        self._fill(filler, 3000, start=total - 3000)
+        self.data.fill(filler, 3000, start=total - 3000)
         self._bench(f"one campaign of {self._count():,} passages", filler, turns)
 
     def _count(self) -> int:
@@ -115,7 +107,7 @@ class Command(BaseCommand):
 
     def _bench(self, label: str, campaign: Campaign, turns: int) -> None:
         self._analyze()
-        queries = [self._query(campaign) for _ in range(5)]
+        queries = [self.data.query(campaign) for _ in range(5)]
         started = time.perf_counter()
         result = self._turn(campaign, *queries[0])
         cold = (time.perf_counter() - started) * 1000
@@ -165,105 +157,3 @@ class Command(BaseCommand):
     def _analyze(self) -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
-
-    # ------------------------------------------------------------------ data
-
-    def _campaign(self, title: str, passages: int) -> Campaign:
-        campaign = Campaign.objects.create(owner=self.owner, title=f"Bench {title}", persona_name="Mara")
-        self._fill(campaign, passages, start=0)
-        return campaign
-
-    def _fill(self, campaign: Campaign, passages: int, *, start: int) -> None:
-        """Sources of PASSAGES_PER_SOURCE passages, their chunks through the
-        lexical index, and a unit vector each; a few passages per source sit
-        close to a shared direction so some cosines clear the floor."""
-        now = timezone.now()
-        sources = KnowledgeSource.objects.bulk_create(
-            [
-                KnowledgeSource(
-                    campaign=campaign,
-                    title=f"Bench source {start + i}",
-                    original_filename=f"bench-{start + i}.md",
-                    sha256=f"{start + i:064x}",
-                    content="",
-                    classification=("canon", "reference", "inspiration")[i % 3],
-                    index_state=KnowledgeSource.IndexState.READY,
-                    embedding_model=self.model,
-                    passage_count=PASSAGES_PER_SOURCE,
-                    indexed_at=now,
-                )
-                for i in range((passages + PASSAGES_PER_SOURCE - 1) // PASSAGES_PER_SOURCE)
-            ],
-            batch_size=1000,
-        )
-        if not sources[0].pk:
-            sources = list(KnowledgeSource.objects.filter(campaign=campaign).order_by("-pk")[: len(sources)])
-        batch = 5000
-        for offset in range(0, passages, batch):
-            count = min(batch, passages - offset)
-            texts = self._texts(count)
-            rows = [
-                (
-                    sources[(offset + i) // PASSAGES_PER_SOURCE].pk,
-                    campaign.pk,
-                    (offset + i) % PASSAGES_PER_SOURCE,
-                    f"Bench {(offset + i) // PASSAGES_PER_SOURCE} > Part {(offset + i) % 7}",
-                    text,
-                    int(WORDS_PER_PASSAGE * 1.3),
-                )
-                for i, text in enumerate(texts)
-            ]
-            lexical.insert(rows=rows)
-        ids = list(
-            KnowledgeChunk.objects.filter(campaign=campaign)
-            .exclude(embeddings__model=self.model)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        vectors = self.rng.standard_normal((len(ids), DIMENSIONS), dtype=np.float32)
-        near = self.rng.random(len(ids)) < 0.002
-        vectors[near] = self._direction() * 8 + vectors[near]
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        for offset in range(0, len(ids), 5000):
-            KnowledgeEmbedding.objects.bulk_create(
-                [
-                    KnowledgeEmbedding(chunk_id=pk, model=self.model, dimensions=DIMENSIONS, vector=v.tobytes())
-                    for pk, v in zip(ids[offset : offset + 5000], vectors[offset : offset + 5000], strict=True)
-                ],
-                batch_size=2000,
-            )
-
-    def _direction(self) -> np.ndarray:
-        if not hasattr(self, "_shared"):
-            shared = np.random.default_rng(99).standard_normal(DIMENSIONS).astype(np.float32)
-            self._shared = shared / np.linalg.norm(shared)
-        return self._shared
-
-    def _texts(self, count: int, words: int = WORDS_PER_PASSAGE) -> list[str]:
-        picks = self.rng.choice(VOCABULARY, size=(count, words), p=self.weights)
-        return [" ".join(self.vocabulary[j] for j in row) + "." for row in picks]
-
-    def _query(self, campaign: Campaign) -> tuple[QueryInputs, np.ndarray]:
-        names = self._texts(6, 2)
-        state = {
-            "scene": {"summary": self._texts(1, 14)[0], "location": names[0]},
-            "entities": {
-                f"e{i}": {"name": names[i].split()[0].capitalize(), "aliases": [names[i].split()[1]]}
-                for i in range(1, 6)
-            },
-            "threads": {"t1": {"title": self._texts(1, 5)[0], "status": "open"}},
-        }
-        inputs = QueryInputs.build(state=state, recent=self._texts(4, 110), persona_name="Mara")
-        vector = self._direction() * 8 + self.rng.standard_normal(DIMENSIONS).astype(np.float32)
-        return inputs, vector / np.linalg.norm(vector)
-
-
-def _vocabulary(rng: np.random.Generator) -> list[str]:
-    words: list[str] = []
-    seen: set[str] = set()
-    while len(words) < VOCABULARY:
-        word = "".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 5))))
-        if word not in seen and word not in STOPWORDS:
-            seen.add(word)
-            words.append(word)
-    return words

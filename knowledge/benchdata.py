@@ -1,0 +1,132 @@
+"""Synthetic lore libraries for the benchmarks: passages of a Zipf-like
+invented vocabulary written through the real lexical index, a unit vector
+each (a few close to a shared direction, so some cosines clear the floor),
+and turn queries drawn from the same vocabulary. Deterministic for a seed."""
+
+from __future__ import annotations
+
+import numpy as np
+from django.utils import timezone
+
+from storyapp.models import Campaign
+
+from . import lexical
+from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from .query import STOPWORDS, QueryInputs
+
+DIMENSIONS = 384
+WORDS_PER_PASSAGE = 110
+PASSAGES_PER_SOURCE = 50
+VOCABULARY = 20000
+_SYLLABLES = "ka lo ri wen tha mar el dor ys ae bri gan hol vess tor un quel sar im ost pel cyr oth ban".split()
+
+
+class SyntheticLibrary:
+    """Builds campaigns of synthetic passages for `owner`, embedded as `model`."""
+
+    def __init__(self, *, owner, model: str, seed: int = 11):
+        self.owner = owner
+        self.model = model
+        self.rng = np.random.default_rng(seed)
+        self.vocabulary = _vocabulary(self.rng)
+        weights = 1.0 / (np.arange(VOCABULARY) + 100.0)
+        self.weights = weights / weights.sum()
+
+    def campaign(self, title: str, passages: int) -> Campaign:
+        campaign = Campaign.objects.create(owner=self.owner, title=f"Bench {title}", persona_name="Mara")
+        self.fill(campaign, passages, start=0)
+        return campaign
+
+    def fill(self, campaign: Campaign, passages: int, *, start: int) -> None:
+        """Sources of PASSAGES_PER_SOURCE passages, their chunks through the
+        lexical index, and a unit vector each; a few passages per source sit
+        close to a shared direction so some cosines clear the floor."""
+        now = timezone.now()
+        sources = KnowledgeSource.objects.bulk_create(
+            [
+                KnowledgeSource(
+                    campaign=campaign,
+                    title=f"Bench source {start + i}",
+                    original_filename=f"bench-{start + i}.md",
+                    sha256=f"{start + i:064x}",
+                    content="",
+                    classification=("canon", "reference", "inspiration")[i % 3],
+                    index_state=KnowledgeSource.IndexState.READY,
+                    embedding_model=self.model,
+                    passage_count=PASSAGES_PER_SOURCE,
+                    indexed_at=now,
+                )
+                for i in range((passages + PASSAGES_PER_SOURCE - 1) // PASSAGES_PER_SOURCE)
+            ],
+            batch_size=1000,
+        )
+        if not sources[0].pk:
+            sources = list(KnowledgeSource.objects.filter(campaign=campaign).order_by("-pk")[: len(sources)])
+        batch = 5000
+        for offset in range(0, passages, batch):
+            count = min(batch, passages - offset)
+            texts = self.texts(count)
+            rows = [
+                (
+                    sources[(offset + i) // PASSAGES_PER_SOURCE].pk,
+                    campaign.pk,
+                    (offset + i) % PASSAGES_PER_SOURCE,
+                    f"Bench {(offset + i) // PASSAGES_PER_SOURCE} > Part {(offset + i) % 7}",
+                    text,
+                    int(WORDS_PER_PASSAGE * 1.3),
+                )
+                for i, text in enumerate(texts)
+            ]
+            lexical.insert(rows=rows)
+        ids = list(
+            KnowledgeChunk.objects.filter(campaign=campaign)
+            .exclude(embeddings__model=self.model)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        vectors = self.rng.standard_normal((len(ids), DIMENSIONS), dtype=np.float32)
+        near = self.rng.random(len(ids)) < 0.002
+        vectors[near] = self.direction() * 8 + vectors[near]
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        for offset in range(0, len(ids), 5000):
+            KnowledgeEmbedding.objects.bulk_create(
+                [
+                    KnowledgeEmbedding(chunk_id=pk, model=self.model, dimensions=DIMENSIONS, vector=v.tobytes())
+                    for pk, v in zip(ids[offset : offset + 5000], vectors[offset : offset + 5000], strict=True)
+                ],
+                batch_size=2000,
+            )
+
+    def direction(self) -> np.ndarray:
+        if not hasattr(self, "_shared"):
+            shared = np.random.default_rng(99).standard_normal(DIMENSIONS).astype(np.float32)
+            self._shared = shared / np.linalg.norm(shared)
+        return self._shared
+
+    def texts(self, count: int, words: int = WORDS_PER_PASSAGE) -> list[str]:
+        picks = self.rng.choice(VOCABULARY, size=(count, words), p=self.weights)
+        return [" ".join(self.vocabulary[j] for j in row) + "." for row in picks]
+
+    def query(self, campaign: Campaign) -> tuple[QueryInputs, np.ndarray]:
+        names = self.texts(6, 2)
+        state = {
+            "scene": {"summary": self.texts(1, 14)[0], "location": names[0]},
+            "entities": {
+                f"e{i}": {"name": names[i].split()[0].capitalize(), "aliases": [names[i].split()[1]]}
+                for i in range(1, 6)
+            },
+            "threads": {"t1": {"title": self.texts(1, 5)[0], "status": "open"}},
+        }
+        inputs = QueryInputs.build(state=state, recent=self.texts(4, 110), persona_name="Mara")
+        vector = self.direction() * 8 + self.rng.standard_normal(DIMENSIONS).astype(np.float32)
+        return inputs, vector / np.linalg.norm(vector)
+
+def _vocabulary(rng: np.random.Generator) -> list[str]:
+    words: list[str] = []
+    seen: set[str] = set()
+    while len(words) < VOCABULARY:
+        word = "".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 5))))
+        if word not in seen and word not in STOPWORDS:
+            seen.add(word)
+            words.append(word)
+    return words

@@ -1,0 +1,298 @@
+"""One command for the figures that matter to a reader, each as median and p95.
+
+It builds its own data on the configured database and leaves nothing behind
+(the timed work runs in a transaction that is rolled back; the one file a
+separate worker process must see is committed and deleted after):
+
+- prompt assembly for a 2,000-action story (lineage window and prompt build);
+- turn overhead: from the submit request to the first byte of the chat
+  request reaching the loopback model server, for an empty library and for a
+  large one. The narration task runs in this process as the request commits,
+  so the figure is Loremaster's own work: the view, the turn's writes, the
+  lineage, retrieval, the prompt and the client call; the broker hop to a
+  worker is not in it;
+- retrieval for one turn at 1k / 10k / 100k passages, lexical only and with
+  the semantic path (query vector given, as bench_retrieval does);
+- import throughput: MB/s to ready lexically, passages/s embedded against the
+  loopback demo server;
+- the play page rendered for a 1,000-action story;
+- the peak memory a fresh worker process adds while indexing a 5 MB file,
+  above its own baseline once the tokenizer is loaded.
+
+`--quick` uses fewer runs, and 10k instead of 100k passages, to finish in
+under two minutes. It never fails on a figure: it prints them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import connection, transaction
+from django.test import Client, TestCase, override_settings
+from django.urls import reverse
+from django.utils import timezone
+
+from contextbuild import build_context
+from contextbuild.tokens import count_tokens
+from knowledge import services as knowledge_services
+from knowledge.benchdata import SyntheticLibrary
+from knowledge.management.commands.bench_import import generated_markdown
+from knowledge.models import EmbeddingCalibration, KnowledgeSource
+from knowledge.retrieval import clear_cache, retrieve
+from storyapp import prompting
+from storyapp.celery import app as celery_app
+from storyapp.demomodel import DemoModelServer
+from storyapp.models import Action, Campaign, EndpointProfile
+
+PARAGRAPH = (
+    "The rain came sideways off the harbour, and the lanterns along the quay swung on their hooks. "
+    "Mara kept her hood low and counted the barrels stacked by the customs house, twice, because "
+    "the first count had come out one short and that was the kind of mistake that got people hanged."
+)
+
+
+class _Rollback(Exception):
+    pass
+
+
+@dataclass
+class Figure:
+    name: str
+    unit: str
+    median: float
+    p95: float
+    runs: int
+    note: str = ""
+
+
+def figure(name: str, unit: str, samples: list[float], note: str = "") -> Figure:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return Figure(name, unit, statistics.median(ordered), p95, len(ordered), note)
+
+
+def timed(function, runs: int) -> list[float]:
+    """Milliseconds for each of `runs` calls, after one untimed warm-up call."""
+    function()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+class Command(BaseCommand):
+    help = "Prints Loremaster's key figures (median and p95): prompt assembly, turn overhead, retrieval, import, page render, worker memory."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--quick", action="store_true", help="Fewer runs and at most 10k passages (under two minutes).")
+        parser.add_argument("--json", dest="json_file", metavar="FILE", help="Also write the figures to FILE as JSON.")
+
+    def handle(self, *args, quick: bool, json_file: str | None, **options):
+        self.quick = quick
+        self.runs = 8 if quick else 30
+        self.sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+        started = time.perf_counter()
+        self.figures: list[Figure] = []
+        self.tag = uuid.uuid4().hex[:8]
+        with DemoModelServer(port=0, chunk_delay=0) as server:
+            self.server = server
+            try:
+                # The test client's host name, allowed for this process only.
+                with override_settings(ALLOWED_HOSTS=["testserver"]), transaction.atomic():
+                    self._in_rollback()
+                    raise _Rollback
+            except _Rollback:
+                pass
+            finally:
+                clear_cache()
+            self._worker_memory()
+        self._print(time.perf_counter() - started)
+        if json_file:
+            with open(json_file, "w") as out:
+                json.dump({"database": connection.vendor, "quick": quick, "figures": [asdict(f) for f in self.figures]},
+                          out, indent=2)
+
+    # ------------------------------------------------------------ the runs
+
+    def _in_rollback(self) -> None:
+        self.owner = get_user_model().objects.create(username=f"bench-{self.tag}")
+        self.profile = EndpointProfile.objects.create(
+            name=f"bench-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator",
+            embedding_model="", context_token_budget=8192, max_output_tokens=300,
+        )
+        self._prompt_assembly(2_000)
+        self._play_page(1_000)
+        empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
+        self._turn_overhead(empty, "empty library")
+        self._retrieval_and_large_overhead()
+        self._import_throughput()
+
+    def _story(self, length: int, title: str) -> Campaign:
+        campaign = Campaign.objects.create(owner=self.owner, title=title, endpoint=self.profile, plot_essentials=PARAGRAPH)
+        tokens = count_tokens(PARAGRAPH) + 3
+        parent = None
+        for depth in range(length):
+            parent = Action.objects.create(
+                campaign=campaign, parent=parent, depth=depth, text=f"{depth}. {PARAGRAPH}", token_count=tokens,
+                kind=Action.Kind.PLAYER if depth % 2 == 0 else Action.Kind.AI,
+            )
+        campaign.head = parent
+        campaign.save()
+        self._analyze()
+        return campaign
+
+    def _prompt_assembly(self, length: int) -> None:
+        campaign = self._story(length, "Bench: prompt assembly")
+
+        def assemble():
+            build_context(prompting.turn_inputs(campaign, self.profile, position=campaign.head, with_knowledge=False))
+
+        self.figures.append(figure(f"prompt assembly, {length:,}-action story", "ms", timed(assemble, self.runs),
+                                   "lineage window + prompt build, no retrieval"))
+
+    def _play_page(self, length: int) -> None:
+        campaign = self._story(length, "Bench: play page")
+        client = self._client()
+        url = reverse("campaign_play", args=[campaign.pk])
+
+        def render():
+            response = client.get(url)
+            assert response.status_code == 200, response.status_code
+
+        self.figures.append(figure(f"play page render, {length:,}-action story", "ms", timed(render, self.runs)))
+
+    def _turn_overhead(self, campaign: Campaign, label: str) -> None:
+        client = self._client()
+        url = reverse("turn_submit", args=[campaign.pk])
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True
+        task_log = logging.getLogger("celery.app.trace")
+        level = task_log.level
+        task_log.setLevel(logging.WARNING)  # a line per eager task would bury the table
+        samples = []
+        try:
+            for run in range(self.runs + 1):
+                self.server.clear_requests()
+                with TestCase.captureOnCommitCallbacks(execute=True):
+                    started = time.perf_counter()
+                    response = client.post(url, {"text": f"I look around, turn {run}."}, HTTP_HX_REQUEST="true")
+                assert response.status_code == 200, response.content[:300]
+                chats = [r for r in self.server.requests() if r["path"].endswith("/chat/completions")]
+                assert chats, "the narration never reached the model server"
+                if run:
+                    samples.append((chats[0]["received"] - started) * 1000)
+        finally:
+            celery_app.conf.task_always_eager = eager
+            task_log.setLevel(level)
+        self.figures.append(figure(f"turn overhead, {label}", "ms", samples,
+                                   "submit request to the model server's first byte; broker hop excluded"))
+
+    def _retrieval_and_large_overhead(self) -> None:
+        model = f"bench-embed-{self.tag}"
+        EmbeddingCalibration.objects.create(model=model, floor=0.3, measured_at=timezone.now())
+        data = SyntheticLibrary(owner=self.owner, model=model)
+        semantic = EndpointProfile(name="bench-semantic", base_url=self.server.base_url, embedding_model=model)
+        campaign = None
+        for size in self.sizes:
+            campaign = data.campaign(f"{size:,} passages", size)
+            campaign.endpoint = self.profile
+            campaign.save()
+            self._analyze()
+            queries = [data.query(campaign) for _ in range(5)]
+            for label, profile in (("lexical", None), ("lexical + semantic", semantic)):
+                turn = itertools.count()
+
+                def one(profile=profile, turn=turn):
+                    inputs, vector = queries[next(turn) % len(queries)]
+                    retrieve(campaign_id=campaign.pk, profile=profile, query=inputs, query_vector=vector)
+
+                self.figures.append(figure(f"retrieval, {size:,} passages, {label}", "ms", timed(one, self.runs)))
+        self._turn_overhead(campaign, f"{self.sizes[-1]:,}-passage library")
+
+    def _import_throughput(self) -> None:
+        megabytes = 1.0 if self.quick else 5.0
+        runs = 3
+        lexical, embedded = [], []
+        campaign = Campaign.objects.create(owner=self.owner, title="Bench: import", endpoint=self.profile)
+        knowledge_services.count_tokens("load the tokenizer before timing")
+        for run in range(runs):
+            text = generated_markdown(int(megabytes * 1_000_000), seed=20 + run)
+            started = time.perf_counter()
+            source = knowledge_services.source_create(campaign=campaign, filename=f"bench-{run}.md", text=text, enqueue=False)
+            source = knowledge_services.source_index_now(source)
+            assert source.index_state == KnowledgeSource.IndexState.READY, source.error
+            lexical.append(len(text.encode()) / 1_000_000 / (time.perf_counter() - started))
+        embedding = EndpointProfile.objects.create(
+            name=f"bench-embed-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator",
+            embedding_model="demo-embed",
+        )
+        embed_campaign = Campaign.objects.create(owner=self.owner, title="Bench: embedded import", endpoint=embedding)
+        for run in range(runs):
+            text = generated_markdown(200_000 if self.quick else 500_000, seed=40 + run)
+            started = time.perf_counter()
+            source = knowledge_services.source_create(campaign=embed_campaign, filename=f"embed-{run}.md", text=text, enqueue=False)
+            source = knowledge_services.source_index_now(source)
+            assert source.index_state == KnowledgeSource.IndexState.READY, source.error
+            embedded.append(source.passage_count / (time.perf_counter() - started))
+        self.figures.append(figure(f"import to ready, lexical ({megabytes:.0f} MB files)", "MB/s", lexical))
+        self.figures.append(figure("import to ready, embedded (loopback demo server)", "passages/s", embedded))
+
+    def _worker_memory(self) -> None:
+        """In fresh processes, as a worker would be: the growth above the
+        process's own baseline (tokenizer loaded) while indexing 5 MB. The
+        source must be committed for the child to see it; it is deleted after."""
+        owner = get_user_model().objects.create(username=f"bench-memory-{self.tag}", is_active=False)
+        samples = []
+        try:
+            campaign = Campaign.objects.create(owner=owner, title="Bench: worker memory")
+            for run in range(1 if self.quick else 3):
+                source = knowledge_services.source_create(
+                    campaign=campaign, filename=f"memory-{run}.md", text=generated_markdown(5_000_000, seed=60 + run),
+                    enqueue=False,
+                )
+                output = subprocess.run(
+                    [sys.executable, str(settings.BASE_DIR / "manage.py"), "bench_import", "--child", str(source.pk)],
+                    check=True, capture_output=True, text=True,
+                ).stdout
+                report = json.loads(output.strip().splitlines()[-1])
+                samples.append(report["peak_mb"] - report["baseline_mb"])
+                self.memory_baseline = report["baseline_mb"]
+        finally:
+            Campaign.objects.filter(owner=owner).delete()
+            owner.delete()
+        self.figures.append(figure("worker peak memory indexing 5 MB, above baseline", "MB", samples,
+                                   f"baseline {self.memory_baseline:.0f} MB with the tokenizer loaded"))
+
+    # ------------------------------------------------------------ helpers
+
+    def _client(self) -> Client:
+        """A logged-in test client; its requests go through the whole middleware stack."""
+        client = Client()
+        client.force_login(self.owner)
+        return client
+
+    def _analyze(self) -> None:
+        """Fresh planner statistics for rows written a moment ago (a live
+        instance's autovacuum keeps them current)."""
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+    def _print(self, elapsed: float) -> None:
+        width = max(len(f.name) for f in self.figures)
+        self.stdout.write(f"Loremaster bench on {connection.vendor}{' (quick)' if self.quick else ''}, {elapsed:.0f} s")
+        self.stdout.write(f"{'figure':<{width}}  {'median':>10}  {'p95':>10}  {'unit':<10} runs  note")
+        for f in self.figures:
+            self.stdout.write(f"{f.name:<{width}}  {f.median:>10.2f}  {f.p95:>10.2f}  {f.unit:<10} {f.runs:>4}  {f.note}")
