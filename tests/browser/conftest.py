@@ -2,7 +2,7 @@
 Playwright, against the real app (uvicorn and a Celery worker as separate
 processes, the scripted model server on loopback), at 1280 and 390 px.
 
-The servers start once per session and share the test database; each test
+The servers start once for these tests and share the test database; each test
 gets a fresh browser context, logged in as alice. A failing test keeps a
 screenshot of its page in BROWSER_ARTIFACTS (named in the failure). Any
 console error fails the test that caused it.
@@ -31,10 +31,6 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright i
 if not CHROMIUM.exists():
     pytest.skip(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the
-# tests make between browser steps are ordinary blocking calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -42,17 +38,29 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
-    with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
+    """Playwright's sync API runs an event loop in this thread while it is
+    open; the ORM calls the tests make between browser steps are ordinary
+    blocking calls, so Django is told they are safe for as long as it runs."""
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with playwright_api.sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def servers(django_db_setup, django_db_blocker):
-    """uvicorn and one Celery worker, for the whole session."""
+    """uvicorn and one Celery worker for the browser tests, stopped before
+    the rest of the suite (whose tests start workers of their own)."""
     with django_db_blocker.unblock(), live.web_server() as base, live.worker():
         yield base
 
