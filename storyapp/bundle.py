@@ -330,3 +330,12 @@ def import_and_index(bundle, *, owner) -> Campaign:
     for source in campaign.sources.order_by("id"):
         knowledge.source_index_now(source)
     return campaign
+
+
+def import_and_queue(bundle, *, owner) -> Campaign:
+    """Imports the bundle and queues its sources for the workers to index
+    (the web import: the request returns at once)."""
+    campaign = import_bundle(bundle, owner=owner)
+    for source in campaign.sources.order_by("id"):
+        knowledge.source_reindex(source=source)
+    return campaign

@@ -4,9 +4,17 @@ from .models import Campaign, EndpointProfile
 
 
 class CampaignForm(forms.ModelForm):
-    """The campaign's settings. Canon is edited as plain lines so a reader
-    never has to write JSON: one rule a line, and `dead -> alive` for a
-    status change that may never happen."""
+    """The campaign's settings, grouped as a story setup reads. Canon is
+    edited as plain lines so a reader never has to write JSON: one rule a
+    line, and `dead -> alive` for a status change that may never happen."""
+
+    GROUPS = (
+        ("Story and opening scene", ("title", "plot_essentials", "opening_text")),
+        ("Your character", ("persona_name", "persona_pronouns", "persona_description")),
+        ("Narrator", ("ai_instructions", "authors_note", "narration_length", "narrator_prompt")),
+        ("Canon", ("canon_rules", "forbidden_status_changes")),
+        ("Model", ("endpoint", "temperature", "max_output_tokens")),
+    )
 
     canon_rules = forms.CharField(
         label="Canon rules", required=False, widget=forms.Textarea(attrs={"rows": 4}),
@@ -20,17 +28,22 @@ class CampaignForm(forms.ModelForm):
     class Meta:
         model = Campaign
         fields = [
-            "title", "endpoint", "narration_length", "ai_instructions", "plot_essentials", "authors_note",
-            "persona_name", "persona_pronouns", "persona_description", "narrator_prompt",
+            "title", "plot_essentials", "opening_text", "persona_name", "persona_pronouns", "persona_description",
+            "ai_instructions", "authors_note", "narration_length", "narrator_prompt",
+            "endpoint", "temperature", "max_output_tokens",
         ]
         widgets = {
             "ai_instructions": forms.Textarea(attrs={"rows": 3}),
             "plot_essentials": forms.Textarea(attrs={"rows": 3}),
+            "opening_text": forms.Textarea(attrs={"rows": 4}),
             "authors_note": forms.Textarea(attrs={"rows": 2}),
             "persona_description": forms.Textarea(attrs={"rows": 2}),
             "narrator_prompt": forms.Textarea(attrs={"rows": 4}),
+            "temperature": forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "2"}),
+            "max_output_tokens": forms.NumberInput(attrs={"min": "16"}),
         }
         labels = {
+            "title": "Title",
             "endpoint": "Model endpoint",
             "ai_instructions": "AI instructions",
             "authors_note": "Author's note",
@@ -38,12 +51,23 @@ class CampaignForm(forms.ModelForm):
             "persona_pronouns": "Pronouns",
             "persona_description": "Your character",
             "narrator_prompt": "Narrator prompt override",
+            "opening_text": "Opening scene",
+            "max_output_tokens": "Longest reply (tokens)",
         }
         help_texts = {
-            "ai_instructions": "How the narrator should write: voice, tense, what to avoid.",
+            "title": "What the story is called in your list.",
             "plot_essentials": "Facts the narrator must always remember.",
+            "opening_text": "The story's first narration, in your words. Leave empty and the narrator opens the scene when you first press Send.",
+            "persona_name": "The name the narrator calls you by.",
+            "persona_pronouns": "For example she/her, he/him, they/them.",
+            "persona_description": "Who your character is: looks, past, what they want.",
+            "ai_instructions": "How the narrator should write: voice, tense, what to avoid.",
             "authors_note": "A steer placed close to the end of the story, where it weighs most.",
-            "narration_length": "How long each narration should be, within the endpoint's reply limit.",
+            "narration_length": "How long each narration should be, within the longest reply.",
+            "narrator_prompt": "Replaces the built-in narrator rules. Leave empty for the default.",
+            "endpoint": "Which model narrates; an admin sets these up.",
+            "temperature": "0 is steady and predictable, around 1 is lively, above 1.3 wanders. Empty: the endpoint's setting.",
+            "max_output_tokens": "Empty: the endpoint's limit. It cannot be longer than the endpoint allows.",
         }
 
     def __init__(self, *args, **kwargs):
@@ -55,6 +79,29 @@ class CampaignForm(forms.ModelForm):
             self.initial["forbidden_status_changes"] = "\n".join(
                 f"{c['from']} -> {c['to']}" for c in self.instance.forbidden_status_changes
             )
+            if self.instance.head_id is not None:
+                self.fields["opening_text"].disabled = True
+                self.fields["opening_text"].help_text = "The story has begun; its opening is the first narration. Edit it there."
+
+    def groups(self):
+        """The form's fields in their groups, for the template."""
+        return [(title, [self[name] for name in names]) for title, names in self.GROUPS]
+
+    def clean_temperature(self):
+        value = self.cleaned_data["temperature"]
+        if value is not None and not 0 <= value <= 2:
+            raise forms.ValidationError("Use a temperature from 0 to 2.")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        longest = data.get("max_output_tokens")
+        profile = data.get("endpoint") or EndpointProfile.objects.filter(is_default=True).first()
+        if longest is not None and profile is not None and longest > profile.max_output_tokens:
+            self.add_error("max_output_tokens", f"“{profile.name}” allows replies of at most {profile.max_output_tokens} tokens.")
+        elif longest is not None and longest < 16:
+            self.add_error("max_output_tokens", "A reply needs at least 16 tokens.")
+        return data
 
     def clean_canon_rules(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["canon_rules"].splitlines() if line.strip()]
@@ -115,3 +162,22 @@ class ActionEditForm(forms.Form):
 
 class TurnForm(forms.Form):
     text = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class MemoryForm(forms.ModelForm):
+    """The story's memory fields, edited beside the story; the next turn reads them."""
+
+    class Meta:
+        model = Campaign
+        fields = ["authors_note", "plot_essentials", "ai_instructions"]
+        widgets = {name: forms.Textarea(attrs={"rows": 3}) for name in fields}
+        labels = {"authors_note": "Author's note", "plot_essentials": "Plot essentials", "ai_instructions": "AI instructions"}
+        help_texts = {
+            "authors_note": "A steer placed near the end of the prompt, where it weighs most.",
+            "plot_essentials": "Facts the narrator must always remember.",
+            "ai_instructions": "How the narrator should write.",
+        }
+
+
+class BundleUploadForm(forms.Form):
+    bundle = forms.FileField(label="Campaign bundle (.json)", help_text="A file exported from Loremaster (format 1).")

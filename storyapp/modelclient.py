@@ -66,8 +66,11 @@ def _message(exc: openai.APIStatusError) -> str:
     return str(error.get("message") or exc.message)[:300]
 
 
-def stream_chat(profile: EndpointProfile, *, system: str, story: str) -> Iterator[str]:
-    """Yields the reply's text as it arrives.
+def stream_chat(
+    profile: EndpointProfile, *, system: str, story: str, temperature: float, max_tokens: int
+) -> Iterator[str]:
+    """Yields the reply's text as it arrives, sampled at `temperature` and at
+    most `max_tokens` long (the turn's settings: the profile's or the campaign's).
 
     Raises ModelFailure for anything but a reply that ended properly: an
     error status, a dropped connection, a refusal, or a stream that stopped
@@ -80,8 +83,8 @@ def stream_chat(profile: EndpointProfile, *, system: str, story: str) -> Iterato
         stream = client.chat.completions.create(
             model=profile.chat_model,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": story}],
-            temperature=profile.temperature,
-            max_tokens=profile.max_output_tokens,
+            temperature=temperature,
+            max_tokens=max_tokens,
             stream=True,
         )
         with stream:

@@ -72,6 +72,12 @@ class Campaign(models.Model):
     narration_length = models.CharField(
         max_length=10, choices=NarrationLength.choices, blank=True, default=NarrationLength.UNSET
     )
+    #: The reader's own reply settings; unset means the endpoint profile's,
+    #: and a longer reply than the profile allows is capped to it.
+    temperature = models.FloatField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    #: The story's first narration, written by the reader; it becomes the first action.
+    opening_text = models.TextField(blank=True)
     # {"rules": [str], "forbidden_status_changes": [{"from": str, "to": str}]}
     canon = models.JSONField(default=dict, blank=True)
     # The narrative state before the first action; each action keeps the state after it.

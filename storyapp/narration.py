@@ -91,8 +91,9 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     if profile is None:
         _fail(action, "No model endpoint is configured for this campaign. Pick one in the campaign's settings.")
         return
+    inputs = prompting.turn_inputs(campaign, profile, position=action.parent)
     try:
-        built = build_context(prompting.turn_inputs(campaign, profile, position=action.parent))
+        built = build_context(inputs)
     except ContextOverflow as exc:
         _fail(action, str(exc))
         return
@@ -102,7 +103,10 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     stopped = False
     failure = None
     try:
-        for delta in stream_chat(profile, system=built.system_text, story=built.story_text):
+        for delta in stream_chat(
+            profile, system=built.system_text, story=built.story_text,
+            temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
+        ):
             raw += delta
             if time.monotonic() - last_flush < FLUSH_SECONDS:
                 continue

@@ -45,12 +45,23 @@ def campaign_record(campaign: Campaign) -> records.Campaign:
     )
 
 
-def settings_record(profile: EndpointProfile, *, budget: int | None = None) -> records.ModelSettings:
+def settings_record(
+    profile: EndpointProfile, *, campaign: Campaign | None = None, budget: int | None = None
+) -> records.ModelSettings:
+    """The profile's settings, with the campaign's own temperature and reply
+    length where the reader set them; the reply never exceeds what the
+    profile allows."""
+    temperature = profile.temperature
+    max_output_tokens = profile.max_output_tokens
+    if campaign is not None and campaign.temperature is not None:
+        temperature = campaign.temperature
+    if campaign is not None and campaign.max_output_tokens:
+        max_output_tokens = min(campaign.max_output_tokens, profile.max_output_tokens)
     return records.ModelSettings(
         model=profile.chat_model,
         api_mode=profile.api_mode,
-        temperature=profile.temperature,
-        max_output_tokens=profile.max_output_tokens,
+        temperature=temperature,
+        max_output_tokens=max_output_tokens,
         context_token_budget=budget if budget is not None else profile.context_token_budget,
     )
 
@@ -70,7 +81,7 @@ def turn_inputs(
     command's preview); a stored turn's player action is already the position.
     `with_knowledge=False` skips retrieval, for measuring the rest alone.
     """
-    settings = settings_record(profile, budget=budget)
+    settings = settings_record(profile, campaign=campaign, budget=budget)
     window = lineage.window_covering(
         campaign.pk, position.pk if position else None, settings.context_token_budget
     )

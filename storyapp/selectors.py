@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db.models import Exists, OuterRef
+
 from . import lineage
-from .models import Action, ContextSnapshot
+from .models import Action, Campaign, ContextSnapshot
+
+#: Branch ends the branch view lists, the most recently written first.
+BRANCHES_SHOWN = 50
 
 #: How far back the inspector looks for the previous narration to compare with.
 PREVIOUS_LOOKBACK = 20
@@ -24,3 +31,25 @@ def with_snapshots(actions: list[Action]) -> set[int]:
     """Which of these actions have a stored context, in one query."""
     ids = [a.pk for a in actions if a.kind == Action.Kind.AI]
     return set(ContextSnapshot.objects.filter(action_id__in=ids).values_list("action_id", flat=True))
+
+
+@dataclass(frozen=True)
+class Branch:
+    end: Action
+    current: bool
+
+
+def branch_ends(campaign: Campaign) -> list[Branch]:
+    """The ends of the story's branches (the leaves of the action tree):
+    where Undo, Retry and edits left a path the reader can go back to."""
+    ends = (
+        Action.objects.filter(campaign=campaign)
+        .annotate(has_children=Exists(Action.objects.filter(parent_id=OuterRef("pk"))))
+        .filter(has_children=False)
+        .order_by("-created", "-id")[:BRANCHES_SHOWN]
+    )
+    head = Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
+    return [
+        Branch(end=a, current=head is not None and lineage.contains(campaign.pk, a.pk, head))
+        for a in ends
+    ]

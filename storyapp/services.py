@@ -80,6 +80,19 @@ def _enqueue_narration(action: Action) -> None:
 
 
 @transaction.atomic
+def story_open(*, campaign: Campaign, now: datetime) -> Action | None:
+    """Makes the reader's opening scene the story's first narration, once:
+    only a story that has not begun gets one."""
+    campaign = _locked(campaign)
+    text = campaign.opening_text.strip()
+    if campaign.head_id is not None or not text:
+        return None
+    opening = _append(campaign, None, kind=Action.Kind.AI, text=text, now=now)
+    _move_head(campaign, opening, now=now)
+    return opening
+
+
+@transaction.atomic
 def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action | None, Action]:
     """Stores the reader's action under the head and a pending narration after
     it, moves the head, and queues the narration once the transaction commits.
@@ -230,6 +243,38 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
         fields += ["status", "error"]
     action.save(update_fields=fields)
     return action
+
+
+@transaction.atomic
+def branch_jump(*, campaign: Campaign, action: Action, now: datetime) -> Action:
+    """Moves the head to any action of the story (the branch view's jump).
+    Nothing is deleted; the story read from now on is the path to it."""
+    campaign = _locked(campaign)
+    if action.campaign_id != campaign.pk:
+        raise TurnRefused("That action is not in this story.")
+    _refuse_while_narrating(_head(campaign))
+    _move_head(campaign, action, now=now)
+    return action
+
+
+@transaction.atomic
+def action_delete(*, campaign: Campaign, action: Action, now: datetime) -> Action | None:
+    """Deletes the story's last action; the head steps back to its parent.
+    Only the head, and only when no branch hangs under it: an action further
+    up carries the rest of the story, and one that Undo left behind carries
+    the turns Redo would bring back."""
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    if head is None or action.pk != head.pk:
+        raise TurnRefused("Only the last action of the story can be deleted.")
+    _refuse_while_narrating(head)
+    if Action.objects.filter(parent=head).exists():
+        raise TurnRefused("Other turns branch from this action, so it stays. Use Undo to step back instead.")
+    parent = head.parent
+    campaign.head = parent
+    campaign.save(update_fields=["head", "updated"])
+    head.delete()
+    return parent
 
 
 def narration_stop(*, action: Action, now: datetime) -> bool:

@@ -20,6 +20,13 @@ campaign_patterns = [
     path("actions/<int:action_id>/stop/", views.narration_stop, name="narration_stop"),
     path("actions/<int:action_id>/stream/", views.action_stream, name="action_stream"),
     path("actions/<int:action_id>/context/", views.context_inspector, name="context_inspector"),
+    path("actions/<int:action_id>/jump/", views.branch_jump, name="branch_jump"),
+    path("actions/<int:action_id>/delete/", views.action_delete, name="action_delete"),
+    path("memory/", views.campaign_memory, name="campaign_memory"),
+    path("branches/", views.campaign_branches, name="campaign_branches"),
+    path("export/story.md", views.story_export, {"as_html": False}, name="story_export_markdown"),
+    path("export/story.html", views.story_export, {"as_html": True}, name="story_export_html"),
+    path("export/bundle.json", views.campaign_export_bundle, name="campaign_export_bundle"),
 ]
 
 urlpatterns = [
@@ -29,6 +36,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("campaigns/", views.campaign_list, name="campaign_list"),
     path("campaigns/new/", views.campaign_create, name="campaign_create"),
+    path("campaigns/import/", views.campaign_import, name="campaign_import"),
     path("campaigns/<int:pk>/", include(campaign_patterns)),
     path("", include("knowledge.urls")),
     path("models/", views.connect_model, name="connect_model"),

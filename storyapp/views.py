@@ -8,9 +8,11 @@ applies the same owner filter in its own query.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
@@ -19,12 +21,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
+from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import inspector, lineage, narration, selectors, services
+from . import bundle, inspector, lineage, narration, selectors, services, storyexport
 from .access import action_for, campaign_for
-from .forms import ActionEditForm, CampaignForm, TurnForm
+from .forms import ActionEditForm, BundleUploadForm, CampaignForm, MemoryForm, TurnForm
 from .models import Action, Campaign, ContextSnapshot
 from .prompting import endpoint_for
 
@@ -55,7 +58,107 @@ def _number_param(value: str | None, *, default: int = 0) -> int:
 @login_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
     campaigns = Campaign.objects.filter(owner=request.user).select_related("head")
-    return render(request, "storyapp/campaign_list.html", {"campaigns": campaigns})
+    return render(request, "storyapp/campaign_list.html", {"campaigns": campaigns, "import_form": BundleUploadForm()})
+
+
+@login_required
+@require_POST
+def campaign_import(request: HttpRequest) -> HttpResponse:
+    """A campaign from a bundle file; its lore is indexed by the workers."""
+    form = BundleUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose a bundle file to import.")
+        return redirect("campaign_list")
+    upload = form.cleaned_data["bundle"]
+    if upload.size > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
+        messages.error(request, f"{upload.name} is too large to be a campaign bundle.")
+        return redirect("campaign_list")
+    try:
+        data = json.loads(upload.read().decode("utf-8"))
+        campaign = bundle.import_and_queue(data, owner=request.user)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        messages.error(request, f"Nothing was imported: {upload.name} is not a JSON document ({exc}).")
+        return redirect("campaign_list")
+    except bundle.BundleError as exc:
+        messages.error(request, f"Nothing was imported: {exc}")
+        return redirect("campaign_list")
+    messages.success(request, f"Imported “{campaign.title}”; its lore is being indexed.")
+    return redirect("campaign_play", pk=campaign.pk)
+
+
+@login_required
+def campaign_export_bundle(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_for(request, pk)
+    response = HttpResponse(json.dumps(bundle.export(campaign), ensure_ascii=False, indent=1),
+                            content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_file_stem(campaign)}.loremaster.json"'
+    return response
+
+
+def _file_stem(campaign: Campaign) -> str:
+    return slugify(campaign.title) or f"campaign-{campaign.pk}"
+
+
+@login_required
+def story_export(request: HttpRequest, pk: int, *, as_html: bool) -> HttpResponse:
+    """The story being read, as Markdown or as a page to print; `?reader=0` leaves the reader's turns out."""
+    campaign = campaign_for(request, pk)
+    with_reader = request.GET.get("reader", "1") != "0"
+    if as_html:
+        return render(request, "storyapp/story_export.html", {
+            "campaign": campaign, "actions": storyexport.story_actions(campaign, with_reader=with_reader),
+        })
+    response = HttpResponse(storyexport.as_markdown(campaign, with_reader=with_reader),
+                            content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_file_stem(campaign)}.md"'
+    return response
+
+
+@login_required
+@require_POST
+def campaign_memory(request: HttpRequest, pk: int) -> HttpResponse:
+    """The side panel's memory fields; saved, they shape the next turn."""
+    campaign = campaign_for(request, pk)
+    form = MemoryForm(request.POST, instance=campaign)
+    saved = form.is_valid()
+    if saved:
+        form.save()
+    if not request.htmx:
+        if saved:
+            messages.success(request, "Saved. The next turn reads the new notes.")
+        return redirect("campaign_play", pk=pk)
+    return render(request, "storyapp/play.html#memory", {"campaign": campaign, "memory_form": form, "saved": saved})
+
+
+@login_required
+def campaign_branches(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = campaign_for(request, pk)
+    return render(request, "storyapp/branches.html", {"campaign": campaign, "branches": selectors.branch_ends(campaign)})
+
+
+@login_required
+@require_POST
+def branch_jump(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    campaign = campaign_for(request, pk)
+    action = action_for(request, pk, action_id)
+    try:
+        services.branch_jump(campaign=campaign, action=action, now=timezone.now())
+    except services.TurnRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("campaign_branches", pk=pk)
+    return redirect("campaign_play", pk=pk)
+
+
+@login_required
+@require_POST
+def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    campaign = campaign_for(request, pk)
+    action = action_for(request, pk, action_id)
+    try:
+        services.action_delete(campaign=campaign, action=action, now=timezone.now())
+    except services.TurnRefused as exc:
+        return _story_response(request, campaign, error=str(exc))
+    return _story_response(request, campaign)
 
 
 @login_required
@@ -66,6 +169,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
         campaign = form.save(commit=False)
         campaign.owner = request.user
         campaign.save()
+        services.story_open(campaign=campaign, now=timezone.now())
         return redirect("campaign_play", pk=campaign.pk)
     return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None})
 
@@ -77,6 +181,7 @@ def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = CampaignForm(request.POST or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
         form.save()
+        services.story_open(campaign=campaign, now=timezone.now())
         messages.success(request, "Settings saved.")
         return redirect("campaign_play", pk=campaign.pk)
     return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": campaign})
@@ -113,6 +218,7 @@ def _story_context(campaign: Campaign) -> dict:
         "can_undo": head is not None and not head.in_flight,
         "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
         "endpoint": profile,
+        "memory_form": MemoryForm(instance=campaign),
     }
 
 
