@@ -135,6 +135,7 @@ def test_no_page_is_wider_than_a_phone(page, campaign, model, library, width):
         "/campaigns/", "/campaigns/new/", f"/campaigns/{campaign.pk}/", f"/campaigns/{campaign.pk}/edit/",
         f"/campaigns/{campaign.pk}/library/", f"/campaigns/{campaign.pk}/library/{source.pk}/",
         f"/campaigns/{campaign.pk}/actions/{narration.pk}/context/", "/ops/jobs/", "/models/",
+        f"/campaigns/{campaign.pk}/branches/", f"/campaigns/{campaign.pk}/export/story.html",
     ]
     wide = {}
     for path in pages:

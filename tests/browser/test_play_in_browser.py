@@ -187,9 +187,81 @@ def test_a_second_reader_is_refused_the_campaign(other_page, campaign):
     expect(other_page.get_by_text("The Drowned Lantern")).to_have_count(0)
 
 
-def test_create_a_campaign_from_the_form(page):
+def test_create_a_campaign_from_the_form(page, campaign):
     page.goto("/campaigns/new/")
     page.get_by_label("Title").fill("A Campaign Made in the Browser")
     page.get_by_role("button", name=re.compile("Create")).click()
     expect(page).to_have_url(re.compile(r"/campaigns/\d+/$"))
     expect(page.get_by_role("heading", name="A Campaign Made in the Browser")).to_be_visible()
+
+
+def test_story_notes_saved_from_the_side_panel_shape_the_next_turn(page, campaign, model):
+    open_play(page, campaign)
+    panel = page.locator("#memory-form")
+    if page.viewport_size["width"] >= 1100:
+        assert panel.bounding_box()["x"] > page.locator("#story").bounding_box()["x"] + 300, "the notes sit beside the story"
+    panel.get_by_label("Author's note").fill("Keep the tone hushed and cold.")
+    panel.get_by_role("button", name="Save notes").click()
+    expect(page.locator("#memory-form [role=status]")).to_have_text("Saved. The next turn reads them.")
+    model.reset()
+    model.script({"reply": "Hushed."})
+    send(page, "I listen.")
+    wait_settled(page, 1)
+    [chat] = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
+    assert "Keep the tone hushed and cold." in "\n".join(m["content"] for m in chat["messages"])
+
+
+def test_the_branch_view_shows_undone_turns_and_jumps_back_to_them(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "The path we leave."}, {"reply": "The path we take."})
+    send(page, "I go left.")
+    wait_settled(page, 1)
+    page.locator("#undo-button").click()
+    expect(page.locator("#story .action")).to_have_count(0)
+    page.locator("#turn-text").fill("I go right.")
+    page.locator("#send-button").click()
+    wait_settled(page, 1)
+    page.get_by_role("link", name="Branches").click()
+    left = page.locator(".branch").filter(has_text="The path we leave.")
+    expect(page.locator(".branch.current")).to_contain_text("The path we take.")
+    left.get_by_role("button", name="Go to this branch").click()
+    expect(page).to_have_url(re.compile(rf"/campaigns/{campaign.pk}/$"))
+    expect(narrations(page).last.locator(".prose")).to_have_text("The path we leave.")
+    assert Action.objects.filter(campaign=campaign).count() == 4
+
+
+def test_delete_the_last_narration_after_confirming(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "A narration to throw away."})
+    send(page, "I sneeze.")
+    wait_settled(page, 1)
+    page.once("dialog", lambda dialog: dialog.accept())
+    narrations(page).last.locator("#delete-button").click()
+    expect(narrations(page)).to_have_count(0)
+    expect(page.locator("#story .action.player")).to_have_count(1)
+
+
+def test_export_the_story_from_the_page(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": "The bell tolls."})
+    send(page, "I ring the bell.")
+    wait_settled(page, 1)
+    with page.expect_download() as download:
+        page.locator(".export").get_by_role("link", name="Markdown").click()
+    text = open(download.value.path()).read()
+    assert text.startswith("# The Drowned Lantern") and "I ring the bell." in text and "The bell tolls." in text
+    page.locator(".export").get_by_role("link", name="Page to print").click()
+    expect(page.get_by_role("heading", name="The Drowned Lantern")).to_be_visible()
+    expect(page.locator(".narration")).to_have_text("The bell tolls.")
+
+
+def test_a_campaign_with_an_opening_scene_starts_with_it(page):
+    page.goto("/campaigns/new/")
+    for legend in ("Story and opening scene", "Your character", "Narrator", "Canon", "Model"):
+        expect(page.locator("legend", has_text=legend)).to_be_visible()
+    page.get_by_label("Title").fill("Opened in the Browser")
+    page.get_by_label("Opening scene").fill("Fog sits on the harbour like a held breath.")
+    page.get_by_label("Longest reply (tokens)").fill("300")
+    page.get_by_role("button", name=re.compile("Create")).click()
+    expect(page.locator("#story .action.ai .prose")).to_have_text("Fog sits on the harbour like a held breath.")
+    assert horizontal_overflow(page) <= 0
