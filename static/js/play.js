@@ -80,6 +80,12 @@
     if (open) { event.preventDefault(); open.remove(); link.focus(); }
   });
 
+  // A reader coming back lands at the newest part of the story.
+  document.addEventListener("DOMContentLoaded", () => {
+    const last = document.querySelector("#story .lineage .action:last-of-type");
+    if (last && !location.hash) last.scrollIntoView({ block: "end" });
+  });
+
   document.addEventListener("keydown", (event) => {
     if (event.target.id === "turn-text" && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
