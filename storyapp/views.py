@@ -152,13 +152,7 @@ def branch_jump(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
-    campaign = campaign_for(request, pk)
-    action = action_for(request, pk, action_id)
-    try:
-        services.action_delete(campaign=campaign, action=action, now=timezone.now())
-    except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
-    return _story_response(request, campaign)
+    return _action_command(request, pk, action_id, services.action_delete)
 
 
 @login_required
@@ -323,16 +317,21 @@ def turn_retry(request: HttpRequest, pk: int) -> HttpResponse:
     return _story_command(request, pk, services.turn_retry)
 
 
-@login_required
-@require_POST
-def alternative_choose(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+def _action_command(request: HttpRequest, pk: int, action_id: int, command) -> HttpResponse:
+    """Runs a story command on one of the reader's actions."""
     campaign = campaign_for(request, pk)
     action = action_for(request, pk, action_id)
     try:
-        services.alternative_select(campaign=campaign, action=action, now=timezone.now())
+        command(campaign=campaign, action=action, now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc))
     return _story_response(request, campaign)
+
+
+@login_required
+@require_POST
+def alternative_choose(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    return _action_command(request, pk, action_id, services.alternative_select)
 
 
 @login_required

@@ -33,3 +33,15 @@ def endpoint(db, model):
     from tests.factories import EndpointProfileFactory
 
     return EndpointProfileFactory(base_url=model.base_url)
+
+
+@pytest.fixture
+def library():
+    """Adds a source to a campaign and indexes it in-process, as a worker would."""
+    from knowledge import services
+
+    def add(campaign, text, *, filename="lore.md", **options):
+        source = services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
+        return services.source_index_now(source)
+
+    return add

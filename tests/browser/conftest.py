@@ -77,18 +77,6 @@ def campaign(alice, model):
                            title="The Drowned Lantern")
 
 
-@pytest.fixture
-def library():
-    """Adds a source to a campaign and indexes it in this process, as a worker would."""
-    from knowledge import services
-
-    def add(campaign, text, *, filename="lore.md", **options):
-        source = services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
-        return services.source_index_now(source)
-
-    return add
-
-
 @pytest.fixture(params=list(WIDTHS))
 def width(request):
     return request.param

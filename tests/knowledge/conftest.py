@@ -1,6 +1,5 @@
 import pytest
 
-from knowledge import services
 from tests.factories import CampaignFactory, EndpointProfileFactory
 
 
@@ -27,12 +26,3 @@ def embedded_campaign(alice, endpoint):
     return CampaignFactory(owner=alice, endpoint=endpoint, title="The Salt Road")
 
 
-@pytest.fixture
-def library():
-    """Adds a source to a campaign and indexes it in-process, as a worker would."""
-
-    def add(campaign, text, *, filename="lore.md", **options):
-        source = services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
-        return services.source_index_now(source)
-
-    return add

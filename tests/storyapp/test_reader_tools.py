@@ -28,17 +28,6 @@ def reader(client, alice):
     return client
 
 
-@pytest.fixture
-def play(campaign, django_capture_on_commit_callbacks):
-    def submit(text: str):
-        with django_capture_on_commit_callbacks(execute=True):
-            player, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
-        campaign.refresh_from_db()
-        return player, narration
-
-    return submit
-
-
 def _chat_prompt(model) -> str:
     [chat] = [r for r in model.requests() if r["path"].endswith("/chat/completions")][-1:]
     return "\n".join(m["content"] for m in chat["messages"])

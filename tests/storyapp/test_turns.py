@@ -18,18 +18,6 @@ def campaign(alice, endpoint):
     return CampaignFactory(owner=alice, endpoint=endpoint)
 
 
-@pytest.fixture
-def play(campaign, django_capture_on_commit_callbacks):
-    def submit(text: str):
-        with django_capture_on_commit_callbacks(execute=True):
-            player, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
-        campaign.refresh_from_db()
-        narration.refresh_from_db()
-        return player, narration
-
-    return submit
-
-
 def _story(campaign):
     campaign.refresh_from_db()
     return [a.text for a in lineage.tail(campaign.pk, campaign.head_id, 100)]

@@ -19,17 +19,6 @@ def campaign(alice, endpoint):
     return CampaignFactory(owner=alice, endpoint=endpoint)
 
 
-@pytest.fixture
-def play(campaign, django_capture_on_commit_callbacks):
-    def submit(text: str):
-        with django_capture_on_commit_callbacks(execute=True):
-            player, told = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
-        campaign.refresh_from_db()
-        return player, told
-
-    return submit
-
-
 def _kinds(campaign):
     campaign.refresh_from_db()
     return [(a.kind, a.text) for a in lineage.tail(campaign.pk, campaign.head_id, 100)]
