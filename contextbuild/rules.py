@@ -7,6 +7,8 @@ reuses, and one wording is what the tests and the inspector can point at.
 
 from __future__ import annotations
 
+import re
+
 from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona
 
 #: Between sections and between passages: a blank line, which the model reads
@@ -42,12 +44,13 @@ known; make a new id of lowercase letters for anything new.
 - {"type": "thread", "id": "...", "title": "...", "status": "open"}: a goal, \
 promise or mystery began; send it again with "status": "resolved" when it ends.
 The block is bookkeeping, not story: never mention it in the narration.
-Example of a complete ending:
-The harbourmaster pockets the coin and waves you aboard.
-<state>{"events": [{"type": "scene", "summary": "Mara boards the Gull at \
-dusk.", "location": "Westhaven harbour"}, {"type": "entity", "id": "aldric", \
-"name": "Aldric", "status": "bribed", "aliases": ["the harbourmaster"]}, \
-{"type": "thread", "id": "passage", "title": "Find passage south", \
+Example of a complete ending (the names in it are placeholders, not part of \
+this story):
+The guard pockets the coin and waves you through.
+<state>{"events": [{"type": "scene", "summary": "You pass the gate at \
+dusk.", "location": "the city gate"}, {"type": "entity", "id": "guard", \
+"name": "The gate guard", "status": "bribed", "aliases": ["the guard"]}, \
+{"type": "thread", "id": "entry", "title": "Get into the city", \
 "status": "resolved"}]}</state>"""
 
 EMIT_REMINDER = (
@@ -69,6 +72,32 @@ story consistent, but never reveal, quote or paraphrase them to the reader; \
 let them show only through what happens."""
 
 HIDDEN_MARKER = "[narrator only]"
+
+#: How the bracketed instructions in a prompt begin. A small model sometimes
+#: copies one into its reply; `strip_echoed_instructions` takes it out before
+#: the prose is stored, so it never reaches a later prompt or the lore query.
+INSTRUCTION_OPENERS = (
+    "Hard limit:",
+    "Authoritative:",
+    "End your reply with the state block",
+    "Author's note:",
+    "Your previous state block had changes",
+    HIDDEN_MARKER[1:-1],
+)
+_ECHO = re.compile(
+    r"\[(?:" + "|".join(re.escape(o) for o in INSTRUCTION_OPENERS) + r")[^\]\n]*(?:\]|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def strip_echoed_instructions(prose: str) -> str:
+    """The prose without any of the prompt's bracketed instructions the model
+    repeated, and without the blank lines they leave."""
+    cleaned = _ECHO.sub("", prose)
+    if cleaned == prose:
+        return prose
+    lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in cleaned.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 ALWAYS_FRAMING = (
     "Imported Canon the campaign keeps always in force (true in this story):"

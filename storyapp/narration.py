@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from contextbuild import ContextOverflow, build_context
+from contextbuild.rules import strip_echoed_instructions
 from contextbuild.tokens import count_tokens
 
 from . import prompting, stateblock
@@ -136,8 +137,11 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
     prose, _block = stateblock.split(raw)
     stopped = stopped or Action.objects.filter(pk=action.pk, stop_requested=True).exists()
     if stopped:
-        status, failure = Action.Status.STOPPED, None
         prose = Action.objects.values_list("text", flat=True).get(pk=action.pk)
+    # A hint the model copied into its reply must not become story.
+    prose = strip_echoed_instructions(prose)
+    if stopped:
+        status, failure = Action.Status.STOPPED, None
     elif failure is not None:
         status = Action.Status.FAILED
     elif prose:

@@ -13,6 +13,7 @@ from contextbuild import (
     render_refusals,
     render_state,
 )
+from contextbuild import rules
 from tests.contextbuild.samples import STATE
 
 
@@ -97,3 +98,19 @@ def test_state_rule_example_is_a_valid_block_using_the_vocabulary():
 
 def test_emit_reminder_repeats_the_block_demand():
     assert "<state>" in EMIT_REMINDER
+
+
+@pytest.mark.parametrize("reply, kept", [
+    ("[Hard limit: this turn must not exceed 371 words. Write only as much]\nThe rain falls.", "The rain falls."),
+    ("[Authoritative: this turn should not exceed 371 words…\nThe rain falls.", "The rain falls."),
+    ("The rain falls. [Author's note: keep it grim] It stops.", "The rain falls. It stops."),
+    ("The rain falls.\n\n[End your reply with the state block: <state>{\"events\": [...]}</state>]", "The rain falls."),
+    ("The chest holds [three] coins.", "The chest holds [three] coins."),
+])
+def test_a_copied_instruction_is_taken_out_of_the_prose(reply, kept):
+    assert rules.strip_echoed_instructions(reply) == kept
+
+
+def test_the_state_rule_example_names_no_campaigns_people():
+    for name in ("Mara", "Aldric", "Westhaven"):
+        assert name not in rules.STATE_RULE

@@ -105,7 +105,8 @@ def test_a_stalled_model_cannot_hold_the_narration_past_stop(campaign, model):
     assert time.monotonic() - started < 1 and stopped.status == Action.Status.STOPPED
     worker.join(timeout=30)
     final = Action.objects.get(pk=told.pk)
-    assert final.status == Action.Status.STOPPED and final.text == shown and "Late words" not in final.text
+    assert final.status == Action.Status.STOPPED and final.text.strip() == shown.strip()
+    assert final.text.count("Late words") < 20, "the words sent after Stop were kept"
 
 
 @pytest.mark.parametrize("query", ["?before=abc", "?before=²", "?before=" + "9" * 5000])
@@ -125,3 +126,9 @@ def test_an_odd_stream_offset_is_refused_not_a_server_error(client, campaign, he
     query = headers.pop("QUERY_STRING", "")
     response = client.get(url + ("?" + query if query else ""), **headers)
     assert response.status_code == 400
+
+
+def test_a_hint_the_model_echoes_never_reaches_the_stored_prose(campaign, play, model):
+    model.script({"reply": "[Hard limit: this turn must not exceed 300 words.]\nThe gulls cry.\n<state>{\"events\": []}</state>"})
+    _, told = play("I look up.")
+    assert told.text == "The gulls cry."
