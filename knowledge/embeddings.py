@@ -66,7 +66,8 @@ def embed(
     `on_batch(done)` is called after each batch with the number embedded so
     far (the pipeline uses it for progress and its heartbeat).
     """
-    client = client_for(profile)
+    # No stream: the whole batch is the first byte, so it gets the total timeout.
+    client = client_for(profile, timeout=profile.timeout_seconds)
     model = profile.embedding_model.strip()
     dimensions = None
     for start in range(0, len(texts), batch_size):

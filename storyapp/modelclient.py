@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import atexit
+import threading
+import time
+
 import httpx
 import openai
 
@@ -19,23 +23,51 @@ class ModelFailure(Exception):
     """The endpoint did not produce a narration; the message is for the reader."""
 
 
+#: One client per endpoint profile per process: building one costs about
+#: 25 ms (an SSL context, a connection pool), and its pool keeps the
+#: connection to the model server open between turns. Replaced when the
+#: profile's address or key changes; closed when the process exits.
+_clients: dict[int | None, tuple[tuple, openai.OpenAI]] = {}
+_clients_lock = threading.Lock()
+
+
 def client_for(profile: EndpointProfile, *, timeout: float | None = None) -> openai.OpenAI:
+    """The profile's client. `timeout` bounds the wait for the response's
+    first byte (and any silence after it); the default is the profile's
+    first-byte timeout. The total for a streamed reply is enforced by
+    `stream_chat`."""
     # Checked again at call time: the allowlist may have narrowed since the
     # profile was saved.
     validate_base_url(profile.base_url)
-    seconds = timeout if timeout is not None else profile.timeout_seconds
-    return openai.OpenAI(
-        base_url=profile.base_url,
-        api_key=profile.api_key or "not-needed",
-        timeout=httpx.Timeout(seconds, connect=min(10.0, seconds)),
-        max_retries=0,
-    )
+    seconds = float(timeout if timeout is not None else profile.first_byte_timeout_seconds)
+    identity = (profile.base_url, profile.api_key_encrypted)
+    with _clients_lock:
+        cached = _clients.get(profile.pk)
+        if cached is None or cached[0] != identity:
+            if cached is not None:
+                cached[1].close()
+            cached = identity, openai.OpenAI(
+                base_url=profile.base_url, api_key=profile.api_key or "not-needed", max_retries=0,
+            )
+            _clients[profile.pk] = cached
+    return cached[1].with_options(timeout=httpx.Timeout(seconds, connect=min(10.0, seconds)))
+
+
+@atexit.register
+def close_clients() -> None:
+    with _clients_lock:
+        for _, client in _clients.values():
+            client.close()
+        _clients.clear()
 
 
 def describe(exc: Exception, profile: EndpointProfile) -> str:
     where = f"the model endpoint “{profile.name}” ({profile.base_url})"
     if isinstance(exc, openai.APITimeoutError):
-        return f"{where} did not answer within {profile.timeout_seconds} seconds. Press Retry to try again."
+        return (
+            f"{where} sent nothing for {profile.first_byte_timeout_seconds} seconds. Check that it is running "
+            "and not overloaded, then press Retry. An admin can raise the first-byte timeout on the profile."
+        )
     if isinstance(exc, openai.APIConnectionError):
         return f"Could not reach {where}. Check that the server is running, then press Retry."
     if isinstance(exc, openai.AuthenticationError):
@@ -79,6 +111,7 @@ def stream_chat(
     client = client_for(profile)
     finish_reason = None
     started = False
+    deadline = time.monotonic() + profile.timeout_seconds
     try:
         stream = client.chat.completions.create(
             model=profile.chat_model,
@@ -90,13 +123,24 @@ def stream_chat(
         with stream:
             for chunk in stream:
                 started = True
+                if time.monotonic() > deadline:
+                    raise ModelFailure(
+                        f"The reply from “{profile.name}” was still coming after {profile.timeout_seconds} seconds, "
+                        "the longest a reply may take. The text so far is kept; press Retry for a new narration, "
+                        "or an admin can raise the total timeout on the profile."
+                    )
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
                         yield choice.delta.content
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
-        if started and not isinstance(exc, openai.APITimeoutError):
+        if started and isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
+            raise ModelFailure(
+                f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
+                "the reply. The text so far is kept; press Retry for a new narration."
+            ) from exc
+        if started:
             raise ModelFailure(_cut_off(profile)) from exc
         raise ModelFailure(describe(exc, profile)) from exc
     except openai.OpenAIError as exc:

@@ -24,7 +24,12 @@ class EndpointProfile(models.Model):
     max_output_tokens = models.PositiveIntegerField(default=600)
     context_token_budget = models.PositiveIntegerField(default=8192)
     embedding_model = models.CharField(max_length=200, blank=True)
-    timeout_seconds = models.PositiveIntegerField(default=120)
+    first_byte_timeout_seconds = models.PositiveIntegerField(
+        default=30, help_text="How long to wait for the first word of a reply (or any silence after it)."
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        default=300, help_text="The longest a whole reply may take, from the request to its last word."
+    )
     is_default = models.BooleanField(
         default=False, help_text="Used by new campaigns that do not pick a profile."
     )
@@ -126,8 +131,9 @@ class Action(models.Model):
 
     #: A narration whose worker has not written for this long is taken to be
     #: dead: it may be claimed again, and Stop ends it at once. Longer than
-    #: an endpoint's default timeout, so a slow first token is not mistaken
-    #: for a dead worker.
+    #: an endpoint's default first-byte timeout (the longest the worker
+    #: waits without writing), so a slow first token is not mistaken for a
+    #: dead worker.
     STALE_AFTER = timedelta(minutes=3)
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="actions")

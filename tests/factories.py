@@ -27,6 +27,7 @@ class EndpointProfileFactory(factory.django.DjangoModelFactory):
     embedding_model = "demo-embed"
     max_output_tokens = 300
     context_token_budget = 4096
+    first_byte_timeout_seconds = 10
     timeout_seconds = 10
 
 

@@ -50,7 +50,7 @@ def test_the_allowlist_is_a_setting(settings):
 def test_a_disallowed_url_is_a_form_error(db):
     form = EndpointProfileForm(data={
         "name": "Metadata", "base_url": "http://169.254.169.254/", "chat_model": "x", "api_mode": "chat",
-        "temperature": 0.8, "max_output_tokens": 100, "context_token_budget": 1000, "timeout_seconds": 10,
+        "temperature": 0.8, "max_output_tokens": 100, "context_token_budget": 1000, "first_byte_timeout_seconds": 10, "timeout_seconds": 10,
     })
     assert not form.is_valid() and "allowlist" in str(form.errors["base_url"])
 
@@ -82,7 +82,7 @@ def test_saving_the_admin_form_without_a_key_keeps_the_stored_one(db):
     profile.save()
     data = {
         "name": profile.name, "base_url": profile.base_url, "chat_model": "other", "api_mode": "chat",
-        "temperature": 0.5, "max_output_tokens": 100, "context_token_budget": 1000, "timeout_seconds": 10,
+        "temperature": 0.5, "max_output_tokens": 100, "context_token_budget": 1000, "first_byte_timeout_seconds": 10, "timeout_seconds": 10,
         "api_key": "",
     }
     form = EndpointProfileForm(data=data, instance=profile)
@@ -101,3 +101,16 @@ def test_the_key_is_sent_to_the_endpoint_as_a_bearer_token(alice, django_capture
             _, narration = services.turn_submit(campaign=campaign, text="Hello.", now=timezone.now())
         narration.refresh_from_db()
         assert narration.status == "done", narration.error
+
+
+def test_one_client_per_profile_is_kept_and_replaced_when_the_profile_changes(db, model):
+    from storyapp import modelclient
+
+    profile = EndpointProfileFactory(base_url=model.base_url)
+    first, again = modelclient.client_for(profile), modelclient.client_for(profile, timeout=3)
+    assert first._client is again._client, "the connection pool is shared between calls"
+    assert again.timeout.read == 3 and first.timeout.read == profile.first_byte_timeout_seconds
+    profile.api_key = "a-new-key"
+    profile.save()
+    replaced = modelclient.client_for(profile)
+    assert replaced._client is not first._client and first._client.is_closed

@@ -44,12 +44,30 @@ def test_an_endpoint_failure_is_explained_and_the_players_text_is_kept(
 
 
 def test_a_stalled_endpoint_times_out_with_a_message(alice, model, django_capture_on_commit_callbacks):
-    slow = EndpointProfileFactory(base_url=model.base_url, timeout_seconds=1)
+    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1)
     campaign = CampaignFactory(owner=alice, endpoint=slow)
     model.script({"stall": 3})
     _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
     assert narration.status == Action.Status.FAILED
-    assert "did not answer within 1 seconds" in narration.error
+    assert "sent nothing for 1 seconds" in narration.error and "first-byte timeout" in narration.error
+
+
+def test_a_reply_that_goes_silent_midway_keeps_its_text_and_says_so(alice, model, django_capture_on_commit_callbacks):
+    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1)
+    campaign = CampaignFactory(owner=alice, endpoint=slow)
+    model.script({"reply": "The lamp gutters and the dark comes in.", "pause_after": 2, "pause": 3})
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "went silent for 1 seconds in the middle" in narration.error and narration.text.startswith("The")
+
+
+def test_a_reply_past_the_total_timeout_is_ended_with_its_text_kept(alice, model, django_capture_on_commit_callbacks):
+    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=5, timeout_seconds=1)
+    campaign = CampaignFactory(owner=alice, endpoint=slow)
+    model.script({"reply": " ".join(f"word{n}" for n in range(60)), "delay": 0.05})
+    _, narration = _turn(campaign, "Talk.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "still coming after 1 seconds" in narration.error and narration.text.startswith("word0")
 
 
 def test_an_unreachable_endpoint_is_explained(alice, django_capture_on_commit_callbacks, db):
