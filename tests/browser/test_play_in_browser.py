@@ -122,7 +122,7 @@ def test_edit_a_narration_in_place(page, campaign, model):
     tools.get_by_role("link", name="Edit").click()
     box = page.get_by_label("The narration, edited")
     box.fill("A narration without a typo.")
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     expect(narrations(page).last.locator(".prose")).to_have_text("A narration without a typo.")
     assert Action.objects.get(campaign=campaign, kind=Action.Kind.AI).text == "A narration without a typo."
 
