@@ -458,7 +458,14 @@ def _semantic(
         return [], "Nothing in the current scene to search on.", None
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
-        return [], f"No passage has been embedded with “{model}” yet, so retrieval is lexical only.", None
+        why = (
+            KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready)
+            .exclude(error="").values_list("error", flat=True).first()
+        )
+        return [], (
+            f"No passage has been embedded with “{model}” yet, so retrieval is lexical only."
+            + (f" {why}" if why else "")
+        ), None
     if query_vector is None:
         query_vector, failure = _embed_query(profile, q.semantic_text)
         if query_vector is None:

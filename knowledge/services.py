@@ -421,7 +421,16 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
     passages = chunk_text(source.content, count=count_tokens)
     _beat(job, attempt, now=clock(), progress=10, step=f"Split into {len(passages)} passages")
     profile = embeddings.profile_for(source.campaign)
-    vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(p.heading_path, p.text) for p in passages])
+    # The embedding endpoint can only cost the semantic half: the passages go
+    # live lexically whatever it does, with its reason on the source, and a
+    # temporary failure leaves a re-embed job to try again.
+    note, retry_embedding = "", False
+    try:
+        vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(p.heading_path, p.text) for p in passages])
+    except embeddings.EmbeddingUnavailable as exc:
+        vectors, note, retry_embedding = [], f"Semantic search is off for this file for now: {exc}", True
+    except embeddings.EmbeddingFailed as exc:
+        vectors, note = [], f"Semantic search is off for this file: {exc}"
     model = profile.embedding_model.strip() if profile is not None and vectors else ""
     now = clock()
     with transaction.atomic():
@@ -434,7 +443,7 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
         _store_vectors(chunk_ids, vectors, model)
         Source.objects.filter(pk=locked.pk).update(
             index_state=Source.IndexState.READY,
-            error="",
+            error=note,
             passage_count=len(passages),
             token_count=sum(p.token_count for p in passages),
             indexed_sha256=job.content_sha256,
@@ -444,7 +453,12 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
             revision=F("revision") + 1,
         )
         _job_done(job, now=now, passages=len(passages), step=_done_step(len(passages), model))
-        _follow_model_change(locked.campaign, model)
+        # Compared with the model this job tried, so a failed embedding is not
+        # retried at once as a "model change"; a temporary one is retried below.
+        tried = profile.embedding_model.strip() if profile is not None else ""
+        _follow_model_change(locked.campaign, model or tried)
+        if retry_embedding:
+            _enqueue(_job_for(locked, kind=IndexJob.Kind.EMBED))
 
 
 def _run_embed(job: IndexJob, attempt: int, clock) -> None:

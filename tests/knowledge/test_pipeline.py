@@ -15,7 +15,8 @@ import pytest
 from django.utils import timezone
 
 from knowledge import embeddings, lexical, retrieval, services, tasks
-from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from knowledge.models import EmbeddingCalibration, IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from knowledge.query import QueryInputs
 from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import CampaignFactory, EndpointProfileFactory, IndexJobFactory, KnowledgeSourceFactory
 
@@ -128,15 +129,17 @@ def test_old_passages_stay_searchable_until_the_new_ones_are_swapped_in(campaign
     assert [text for _, text in passages(source)] == ["The new harbour smells of paint.", "Tides run high."]
 
 
-def test_a_reindex_that_cannot_finish_leaves_the_old_passages_in_place(embedded_campaign, model, library):
+def test_a_broken_embedding_model_costs_only_the_semantic_half(embedded_campaign, model, library):
     source = library(embedded_campaign, OLD)
     old = passages(source)
     model.script_embeddings({"status": 404})
     source = services.source_index_now(KnowledgeSource.objects.get(pk=source.pk))
     assert source.index_state == KnowledgeSource.IndexState.READY
-    assert "does not know the embedding model" in source.error and "previous passages are still in use" in source.error
-    assert passages(source) == old
+    assert source.error.startswith("Semantic search is off for this file:")
+    assert "does not know the embedding model" in source.error
+    assert passages(source) == old and not source.embedding_model
     assert len(found(embedded_campaign, "tar")) == 1
+    assert source.jobs.filter(kind=IndexJob.Kind.EMBED).count() == 0, "a permanent failure is not retried"
 
 
 def test_a_temporary_endpoint_failure_is_retried_and_then_succeeds(
@@ -144,30 +147,32 @@ def test_a_temporary_endpoint_failure_is_retried_and_then_succeeds(
 ):
     model.script_embeddings({"status": 503}, {"status": 500})
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
-    job = source.jobs.get()
-    assert source.index_state == KnowledgeSource.IndexState.READY
-    assert job.attempts == 3 and job.state == IndexJob.State.DONE
-    assert KnowledgeEmbedding.objects.count() == 2
+    index = source.jobs.get(kind=IndexJob.Kind.INDEX)
+    embed = source.jobs.get(kind=IndexJob.Kind.EMBED)
+    assert source.index_state == KnowledgeSource.IndexState.READY and not source.error
+    assert index.attempts == 1 and index.state == IndexJob.State.DONE, "the passages went live at once"
+    assert embed.attempts == 2 and embed.state == IndexJob.State.DONE
+    assert KnowledgeEmbedding.objects.count() == 2 and source.embedding_model == "demo-embed"
 
 
-def test_an_endpoint_that_keeps_failing_fails_the_source_with_the_reason(
+def test_an_embedding_endpoint_that_keeps_failing_leaves_the_source_ready_lexically(
     embedded_campaign, model, django_capture_on_commit_callbacks
 ):
-    model.script_embeddings(*[{"status": 503}] * (services.MAX_RETRIES + 1))
+    model.script_embeddings(*[{"status": 503}] * (services.MAX_RETRIES + 2))
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
-    job = source.jobs.get()
-    assert source.index_state == KnowledgeSource.IndexState.FAILED
+    embed = source.jobs.get(kind=IndexJob.Kind.EMBED)
+    assert source.index_state == KnowledgeSource.IndexState.READY
     assert "failed with an error (503)" in source.error
-    assert job.state == IndexJob.State.FAILED and job.attempts == services.MAX_RETRIES + 1
-    assert "gave up after" in job.error
-    assert not KnowledgeChunk.objects.exists()
+    assert embed.state == IndexJob.State.FAILED and embed.attempts == services.MAX_RETRIES + 1
+    assert "gave up after" in embed.error
+    assert KnowledgeChunk.objects.count() == 2 and len(found(embedded_campaign, "harbour")) >= 1
 
 
 def test_a_permanent_endpoint_failure_is_not_retried(embedded_campaign, model, django_capture_on_commit_callbacks):
     model.script_embeddings({"status": 401})
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
-    assert source.index_state == KnowledgeSource.IndexState.FAILED
-    assert "refused the API key (401)" in source.error
+    assert source.index_state == KnowledgeSource.IndexState.READY
+    assert "Semantic search is off for this file" in source.error and "refused the API key (401)" in source.error
     assert source.jobs.get().attempts == 1
 
 
@@ -310,3 +315,14 @@ def test_scripted_embedding_failures_leave_chat_alone(model, endpoint):
         client.embeddings.create(model="demo-embed", input=["x"])
     assert client.embeddings.create(model="demo-embed", input=["x"]).data
     assert client.chat.completions.create(model="demo-narrator", messages=[{"role": "user", "content": "hi"}]).choices
+
+
+def test_the_turn_says_why_semantic_retrieval_is_off(embedded_campaign, model, library):
+    EmbeddingCalibration.objects.create(model="demo-embed", floor=0.2, measured_at=timezone.now())
+    model.script_embeddings({"status": 404})
+    library(embedded_campaign, OLD)
+    result = retrieval.retrieve(
+        campaign_id=embedded_campaign.pk, profile=embedded_campaign.endpoint,
+        query=QueryInputs.build(state={"scene": {"summary": "Tar on the quay."}}, recent=["I smell tar."], persona_name=""),
+    )
+    assert "lexical only" in result.semantic_note and "does not know the embedding model" in result.semantic_note

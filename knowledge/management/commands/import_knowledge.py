@@ -59,6 +59,8 @@ class Command(BaseCommand):
             line = f"#{source.pk} {source.title}: {source.get_index_state_display()}"
             if source.index_state == KnowledgeSource.IndexState.READY:
                 line += f", {source.passage_count} passages, {source.token_count} tokens"
+                if source.error:
+                    line += f". {source.error}"
             elif source.index_state == KnowledgeSource.IndexState.FAILED:
                 failed += 1
                 line += f": {source.error}"
