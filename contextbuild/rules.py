@@ -85,7 +85,8 @@ INSTRUCTION_OPENERS = (
     HIDDEN_MARKER[1:-1],
 )
 _ECHO = re.compile(
-    r"\[(?:" + "|".join(re.escape(o) for o in INSTRUCTION_OPENERS) + r")[^\]\n]*(?:\]|$)",
+    # One level of brackets inside (the state reminder shows `[...]`).
+    r"\[(?:" + "|".join(re.escape(o) for o in INSTRUCTION_OPENERS) + r")(?:[^\[\]\n]|\[[^\]\n]*\])*(?:\]|$)",
     re.IGNORECASE | re.MULTILINE,
 )
 

@@ -142,7 +142,8 @@ class EndpointProfileForm(forms.ModelForm):
         model = EndpointProfile
         fields = [
             "name", "base_url", "chat_model", "api_mode", "temperature", "max_output_tokens",
-            "context_token_budget", "embedding_model", "first_byte_timeout_seconds", "timeout_seconds", "is_default",
+            "context_token_budget", "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds",
+            "timeout_seconds", "is_default",
         ]
 
     def save(self, commit: bool = True) -> EndpointProfile:

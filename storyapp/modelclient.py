@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import atexit
+import re
 import threading
 import time
 
@@ -21,6 +22,38 @@ from .models import EndpointProfile
 
 class ModelFailure(Exception):
     """The endpoint did not produce a narration; the message is for the reader."""
+
+
+class ContextOverflowAtServer(ModelFailure):
+    """The server refused the prompt as longer than its context window;
+    `window` is the size it named, when it named one."""
+
+    def __init__(self, message: str, *, window: int | None):
+        super().__init__(message)
+        self.window = window
+
+
+#: How servers say a prompt is too long, and where they name their window:
+#: OpenAI, vLLM and llama-cpp-python ("maximum context length is 4096
+#: tokens"), llama.cpp ("exceeds the available context size"; "context window
+#: of 4096"), Ollama and KoboldCpp ("n_ctx", "context length").
+_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context window|context size|context length|n_ctx|"
+    r"too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
+_WINDOW = re.compile(
+    r"(?:maximum context length is|context window of|context size \(?|n_ctx[^0-9]{0,12}|context length of)\s*(\d{3,7})",
+    re.IGNORECASE,
+)
+
+
+def overflow_in(text: str) -> tuple[bool, int | None]:
+    """Whether a server's error text says the prompt overflowed, and the window it names."""
+    if not _OVERFLOW.search(text or ""):
+        return False, None
+    match = _WINDOW.search(text)
+    return True, int(match.group(1)) if match else None
 
 
 #: One client per endpoint profile per process: building one costs about
@@ -92,6 +125,13 @@ def _cut_off(profile: EndpointProfile) -> str:
     )
 
 
+def _ended_early(profile: EndpointProfile) -> str:
+    return (
+        f"“{profile.name}” accepted the request but ended it before writing anything. "
+        "Check the model server's log; press Retry to try again."
+    )
+
+
 def _message(exc: openai.APIStatusError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else body
@@ -110,12 +150,13 @@ def stream_chat(
     """
     client = client_for(profile)
     finish_reason = None
-    started = False
+    started = wrote = False
     deadline = time.monotonic() + profile.timeout_seconds
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": story}]
     try:
         stream = client.chat.completions.create(
             model=profile.chat_model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": story}],
+            messages=messages,
             temperature=temperature,
             max_tokens=max_tokens,
             stream=True,
@@ -131,21 +172,64 @@ def stream_chat(
                     )
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
+                        wrote = True
                         yield choice.delta.content
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
+        if not wrote and not isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
+            # Some servers (llama-cpp-python) accept a stream and drop it when
+            # the prompt overflows; asked again without streaming they say so.
+            _raise_if_overflow(client, profile, messages)
         if started and isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
             raise ModelFailure(
                 f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
                 "the reply. The text so far is kept; press Retry for a new narration."
             ) from exc
-        if started:
+        if wrote:
             raise ModelFailure(_cut_off(profile)) from exc
+        if started:
+            raise ModelFailure(_ended_early(profile)) from exc
         raise ModelFailure(describe(exc, profile)) from exc
     except openai.OpenAIError as exc:
+        overflowed, window = overflow_in(_error_text(exc))
+        if overflowed:
+            raise ContextOverflowAtServer(_overflow_message(profile, window), window=window) from exc
         raise ModelFailure(describe(exc, profile)) from exc
     if finish_reason is None:
-        raise ModelFailure(_cut_off(profile))
+        raise ModelFailure(_cut_off(profile) if wrote else _ended_early(profile))
     if finish_reason == "content_filter":
         raise ModelFailure(f"The model behind “{profile.name}” refused to continue this scene (content filter).")
+
+
+def _error_text(exc: openai.OpenAIError) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        return f"{error.get('code') or ''} {error.get('message') or ''} {exc}"
+    return str(exc)
+
+
+def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, messages: list[dict]) -> None:
+    """Asks once more without streaming and for one token; raises
+    ContextOverflowAtServer if the server then names an overflow."""
+    try:
+        client.with_options(timeout=min(30.0, float(profile.timeout_seconds))).chat.completions.create(
+            model=profile.chat_model, messages=messages, max_tokens=1, stream=False,
+        )
+    except openai.APIStatusError as exc:
+        overflowed, window = overflow_in(_error_text(exc))
+        if overflowed:
+            raise ContextOverflowAtServer(_overflow_message(profile, window), window=window) from exc
+    except (openai.OpenAIError, httpx.HTTPError):
+        return
+
+
+def _overflow_message(profile: EndpointProfile, window: int | None) -> str:
+    size = f"its context window of {window:,} tokens" if window else "its context window"
+    return (
+        f"The prompt was too long for “{profile.name}”: with its reply it did not fit {size}. "
+        "Loremaster now keeps prompts shorter for this endpoint, so press Retry. To fit the model for good, "
+        "an admin can lower the endpoint profile's context token budget."
+    )
+

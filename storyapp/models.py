@@ -30,6 +30,11 @@ class EndpointProfile(models.Model):
     timeout_seconds = models.PositiveIntegerField(
         default=300, help_text="The longest a whole reply may take, from the request to its last word."
     )
+    #: The window an overflow taught (the server named it, or it refused a
+    #: smaller budget); prompts are budgeted below it. Cleared by an admin.
+    learned_window_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Learned from the server's overflow errors; clear it after changing the model."
+    )
     is_default = models.BooleanField(
         default=False, help_text="Used by new campaigns that do not pick a profile."
     )

@@ -23,7 +23,7 @@ from contextbuild.rules import strip_echoed_instructions
 from contextbuild.tokens import count_tokens
 
 from . import prompting, stateblock
-from .modelclient import ModelFailure, stream_chat
+from .modelclient import ContextOverflowAtServer, ModelFailure, stream_chat
 from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,9 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
             if not _flush(action.pk, stateblock.visible_prose(raw), now=clock()):
                 stopped = True
                 break
+    except ContextOverflowAtServer as exc:
+        failure = str(exc)
+        prompting.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
     except ModelFailure as exc:
         failure = str(exc)
     _finish(action, raw, built, stopped=stopped, failure=failure)

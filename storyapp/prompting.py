@@ -66,6 +66,42 @@ def settings_record(
     )
 
 
+#: Kept below a window the server named: our tokenizer (cl100k) undercounts
+#: some models' tokens by a few percent.
+LEARNED_WINDOW_MARGIN = 0.10
+#: When the server refused a prompt without naming its window, the next
+#: budget is this share of the one that overflowed; each refusal shrinks it.
+OVERFLOW_SHRINK = 0.85
+
+
+def learn_window(profile: EndpointProfile, *, told: int | None, budget: int) -> int:
+    """Records what an overflow taught about the server's window: the size it
+    named, or a budget smaller than the one that overflowed. Only ever
+    lowers it, so the next turn (and Retry) fits. Returns the new limit."""
+    limit = told if told else int(budget * OVERFLOW_SHRINK)
+    current = EndpointProfile.objects.filter(pk=profile.pk).values_list("learned_window_tokens", flat=True).first()
+    if current:
+        limit = min(limit, current)
+    EndpointProfile.objects.filter(pk=profile.pk).update(learned_window_tokens=limit)
+    profile.learned_window_tokens = limit
+    return limit
+
+
+def window_for(profile: EndpointProfile) -> records.Window | None:
+    """What is known of the server's window: what an overflow taught, kept a
+    margin below it; None when nothing is known."""
+    learned = profile.learned_window_tokens
+    if not learned:
+        return None
+    return records.Window(
+        verified=True,
+        tokens=int(learned * (1 - LEARNED_WINDOW_MARGIN)),
+        source="the server's overflow error",
+        detail=f"the server refused a longer prompt; its window is {learned:,} tokens, "
+        f"budgeted {int(LEARNED_WINDOW_MARGIN * 100)} % below it",
+    )
+
+
 def turn_inputs(
     campaign: Campaign,
     profile: EndpointProfile,
@@ -81,6 +117,7 @@ def turn_inputs(
     command's preview); a stored turn's player action is already the position.
     `with_knowledge=False` skips retrieval, for measuring the rest alone.
     """
+    known = window_for(profile)
     settings = settings_record(profile, campaign=campaign, budget=budget)
     window = lineage.window_covering(
         campaign.pk, position.pk if position else None, settings.context_token_budget
@@ -106,6 +143,7 @@ def turn_inputs(
             if with_knowledge
             else None
         ),
+        window=known,
     )
 
 

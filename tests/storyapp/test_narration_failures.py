@@ -103,3 +103,54 @@ def test_a_prompt_that_cannot_fit_fails_before_calling_the_model(alice, model, d
     assert narration.status == Action.Status.FAILED
     assert "200" in narration.error
     assert not [r for r in model.requests() if r["path"].endswith("/chat/completions")]
+
+
+OVERFLOW = ("This model's maximum context length is 2048 tokens. However, you requested 2300 tokens "
+            "(2000 in the messages, 300 in the completion).")
+
+
+def test_a_server_side_overflow_is_named_and_the_next_turn_fits(alice, model, django_capture_on_commit_callbacks):
+    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=8192)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    model.script({"status": 400, "message": OVERFLOW})
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "too long for" in narration.error and "2,048 tokens" in narration.error and "press Retry" in narration.error
+    profile.refresh_from_db()
+    assert profile.learned_window_tokens == 2048
+    with django_capture_on_commit_callbacks(execute=True):
+        services.turn_retry(campaign=campaign, now=timezone.now())
+    narration.refresh_from_db()
+    window = narration.snapshot.report["window"]
+    assert narration.status == Action.Status.DONE
+    assert window["verified"] and window["tokens"] == int(2048 * 0.9) and window["capped"]
+    assert narration.snapshot.report["tokens"]["budget"] <= 2048
+
+
+def test_a_stream_dropped_for_an_overflow_is_recognised(alice, model, django_capture_on_commit_callbacks):
+    """llama-cpp-python answers 200 and drops the stream; asked again without streaming, it names the window."""
+    profile = EndpointProfileFactory(base_url=model.base_url)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    model.script({"reply": "", "cut_after": 0}, {"status": 400, "message": OVERFLOW})
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert "too long for" in narration.error and "cut off" not in narration.error
+    profile.refresh_from_db()
+    assert profile.learned_window_tokens == 2048
+
+
+def test_an_overflow_without_a_size_shrinks_the_budget_each_time(alice, model, django_capture_on_commit_callbacks):
+    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=4000)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    model.script({"status": 400, "message": "the request exceeds the available context size"})
+    _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    profile.refresh_from_db()
+    assert profile.learned_window_tokens == int(4000 * 0.85)
+
+
+def test_a_stream_that_ends_before_any_text_does_not_claim_text_was_kept(alice, model, django_capture_on_commit_callbacks):
+    profile = EndpointProfileFactory(base_url=model.base_url)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    model.script({"reply": "", "cut_after": 0}, {"reply": "fine"})
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED
+    assert "before writing anything" in narration.error and "text so far is kept" not in narration.error
