@@ -196,8 +196,11 @@ def stream_chat(
         if overflowed:
             raise ContextOverflowAtServer(_overflow_message(profile, window), window=window) from exc
         raise ModelFailure(describe(exc, profile)) from exc
+    if finish_reason is None and not wrote:
+        _raise_if_overflow(client, profile, messages)
+        raise ModelFailure(_ended_early(profile))
     if finish_reason is None:
-        raise ModelFailure(_cut_off(profile) if wrote else _ended_early(profile))
+        raise ModelFailure(_cut_off(profile))
     if finish_reason == "content_filter":
         raise ModelFailure(f"The model behind “{profile.name}” refused to continue this scene (content filter).")
 
@@ -214,7 +217,7 @@ def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, messages
     """Asks once more without streaming and for one token; raises
     ContextOverflowAtServer if the server then names an overflow."""
     try:
-        client.with_options(timeout=min(30.0, float(profile.timeout_seconds))).chat.completions.create(
+        client.with_options(timeout=min(30.0, float(profile.timeout_seconds)), max_retries=1).chat.completions.create(
             model=profile.chat_model, messages=messages, max_tokens=1, stream=False,
         )
     except openai.APIStatusError as exc:
