@@ -192,10 +192,7 @@ def stream_chat(
             raise ModelFailure(_ended_early(profile)) from exc
         raise ModelFailure(describe(exc, profile)) from exc
     except openai.OpenAIError as exc:
-        overflowed, window = overflow_in(_error_text(exc))
-        if overflowed:
-            raise ContextOverflowAtServer(_overflow_message(profile, window), window=window) from exc
-        raise ModelFailure(describe(exc, profile)) from exc
+        raise _overflow_from(exc, profile) or ModelFailure(describe(exc, profile)) from exc
     if finish_reason is None and not wrote:
         _raise_if_overflow(client, profile, messages)
         raise ModelFailure(_ended_early(profile))
@@ -221,18 +218,23 @@ def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, messages
             model=profile.chat_model, messages=messages, max_tokens=1, stream=False,
         )
     except openai.APIStatusError as exc:
-        overflowed, window = overflow_in(_error_text(exc))
-        if overflowed:
-            raise ContextOverflowAtServer(_overflow_message(profile, window), window=window) from exc
+        overflow = _overflow_from(exc, profile)
+        if overflow is not None:
+            raise overflow from exc
     except (openai.OpenAIError, httpx.HTTPError):
         return
 
 
-def _overflow_message(profile: EndpointProfile, window: int | None) -> str:
+def _overflow_from(exc: openai.OpenAIError, profile: EndpointProfile) -> ContextOverflowAtServer | None:
+    """The overflow the server's error describes, worded for the reader, or None."""
+    overflowed, window = overflow_in(_error_text(exc))
+    if not overflowed:
+        return None
     size = f"its context window of {window:,} tokens" if window else "its context window"
-    return (
+    return ContextOverflowAtServer(
         f"The prompt was too long for “{profile.name}”: with its reply it did not fit {size}. "
         "Loremaster now keeps prompts shorter for this endpoint, so press Retry. To fit the model for good, "
-        "an admin can lower the endpoint profile's context token budget."
+        "an admin can lower the endpoint profile's context token budget.",
+        window=window,
     )
 
