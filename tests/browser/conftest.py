@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -67,8 +68,19 @@ def servers(django_db_setup, django_db_blocker):
 
 @pytest.fixture
 def base(servers, transactional_db):
-    """The app's address; the test's rows are committed, so the servers see them."""
-    return servers
+    """The app's address; the test's rows are committed, so the servers see
+    them. Afterwards it waits for the worker to finish what the test started:
+    emptying the tables under a busy worker deadlocks on PostgreSQL."""
+    yield servers
+    from knowledge.models import IndexJob
+    from storyapp.models import Action
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        IndexJob.objects.filter(state__in=IndexJob.ACTIVE).exists()
+        or Action.objects.filter(status__in=[Action.Status.PENDING, Action.Status.STREAMING]).exists()
+    ):
+        time.sleep(0.2)
 
 
 @pytest.fixture
