@@ -235,3 +235,9 @@ class TurnInputs:
     state_refusals: tuple[str, ...] = ()
     window: Window | None = None
     derived: tuple[dict, ...] = ()
+    #: The server's prompt tokens per one of ours, as last measured on this
+    #: endpoint; None until the server has counted a prompt.
+    token_ratio: float | None = None
+    #: The first history action of the previous turn's prompt: history keeps
+    #: starting there while it fits, so the prompt's prefix stays cached.
+    history_anchor: int | str | None = None

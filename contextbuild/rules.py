@@ -53,6 +53,11 @@ dusk.", "location": "the city gate"}, {"type": "entity", "id": "guard", \
 {"type": "thread", "id": "entry", "title": "Get into the city", \
 "status": "resolved"}]}</state>"""
 
+#: The reader's message when a turn has no new action of theirs: the story's
+#: first narration, and a narration that continues the last one.
+BEGIN_CUE = "Begin the story."
+CONTINUE_CUE = "Continue the story from where it left off."
+
 EMIT_REMINDER = (
     '[End your reply with the state block: <state>{"events": [...]}</state>, '
     'or <state>{"events": []}</state> when nothing changed.]'

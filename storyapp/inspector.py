@@ -28,6 +28,8 @@ GROUPS = {
     "authors_note": "campaign",
     "history": "history",
     "recent_history": "history",
+    "player_input": "history",
+    "turn_cue": "history",
     "story_summary": "memory",
     "used_memories": "memory",
     "narrative_state": "state",
@@ -53,6 +55,8 @@ LABELS = {
     "authors_note": "Author's note",
     "history": "Story so far",
     "recent_history": "Recent story",
+    "player_input": "Your action",
+    "turn_cue": "Cue to continue",
     "story_summary": "Story summary",
     "used_memories": "Memories",
     "narrative_state": "Current state",
@@ -81,6 +85,62 @@ def _dicts(value) -> list[dict]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
+#: Token figures that are ratios, not counts.
+RATIOS = {"ratio", "ratio_budgeted", "ratio_on_profile"}
+#: The role names the inspector shows for each message.
+SPEAKERS = {"system": "System", "user": "Reader", "assistant": "Narrator", "prompt": "Prompt (one text)"}
+
+
+def _number(key: str, value):
+    if key in RATIOS:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if key == "server_count_source":
+        return str(value or "")
+    if key == "server_prompt_tokens" and value is None:
+        return None
+    return _int(value)
+
+
+def _sections(report: dict) -> list[dict]:
+    """The report's sections, with the history's one-per-action sections
+    shown as one "Story so far" row (a long story has hundreds)."""
+    sections: list[dict] = []
+    for section in _dicts(report.get("sections")):
+        section_id = str(section.get("label") or "section")
+        text = str(section.get("text") or "")
+        block = str(section.get("block") or "")
+        if block == "history":
+            speaker = "Narrator" if section_id == "narration" else "Reader"
+            if sections and sections[-1]["id"] == "history" and sections[-1]["block"] == "history":
+                merged = sections[-1]
+                merged["tokens"] += _int(section.get("tokens"))
+                merged["text"] += f"\n\n{speaker}: {text}"
+                merged["count"] += 1
+                merged["label"] = f"{label('history')} ({merged['count']} messages)"
+                continue
+            section_id, text = "history", f"{speaker}: {text}"
+        sections.append({
+            "id": section_id, "label": label(section_id), "block": block,
+            "tokens": _int(section.get("tokens")), "text": text, "hidden": HIDDEN_MARKER in text, "count": 1,
+        })
+    for section in sections:
+        section["hidden"] = HIDDEN_MARKER in section["text"]
+    return sections
+
+
+def messages(snapshot) -> list[dict]:
+    """The messages as sent, for the inspector; a snapshot from before the
+    prompt was a conversation shows its two texts as the two messages they were."""
+    stored = _dicts(snapshot.messages)
+    if not stored:
+        stored = [{"role": "system", "content": snapshot.system_text}, {"role": "user", "content": snapshot.story_text}]
+    return [
+        {"role": str(m.get("role")), "speaker": SPEAKERS.get(str(m.get("role")), str(m.get("role"))),
+         "content": str(m.get("content") or ""), "hidden": HIDDEN_MARKER in str(m.get("content") or "")}
+        for m in stored
+    ]
+
+
 def readable(report) -> dict:
     """The report with every part the inspector reads in the shape it expects.
 
@@ -88,15 +148,8 @@ def readable(report) -> dict:
     or malformed; what is unreadable is shown as absent, never as a 500.
     """
     report = _dict(report)
-    tokens = {key: _int(value) for key, value in _dict(report.get("tokens")).items()}
-    sections = []
-    for section in _dicts(report.get("sections")):
-        section_id = str(section.get("label") or "section")
-        text = str(section.get("text") or "")
-        sections.append({
-            "id": section_id, "label": label(section_id), "block": str(section.get("block") or ""),
-            "tokens": _int(section.get("tokens")), "text": text, "hidden": HIDDEN_MARKER in text,
-        })
+    tokens = {key: _number(key, value) for key, value in _dict(report.get("tokens")).items()}
+    sections = _sections(report)
     knowledge = _dict(report.get("knowledge"))
     parts = {name: _dicts(knowledge.get(name)) for name in ("used", "dropped", "suppressed", "rejections")}
     for records in parts.values():

@@ -1,12 +1,19 @@
-"""Calling an OpenAI-compatible endpoint, and saying plainly what went wrong.
+"""Model endpoints: the bottom layer both apps call through.
 
-The reader sees the failure message on the page, so each one names what
+Which profile a campaign uses, one client per profile, what the server says
+it accepts (`probe_window`), how it counts tokens (`count_on_server`), the
+streamed reply, and the wording of every failure live here, and nothing here
+imports the story's modules or `knowledge` (an import-linter contract keeps
+it so): narration, embeddings and retrieval all stand on it.
+
+The reader sees the failure messages on the page, so each one names what
 happened and what to do, never a stack trace or the API key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import atexit
 import re
@@ -16,8 +23,17 @@ import time
 import httpx
 import openai
 
+from contextbuild.builder import COMPLETION_STOP
+
 from .endpoints import validate_base_url
 from .models import EndpointProfile
+
+
+def endpoint_for(campaign) -> EndpointProfile | None:
+    """The campaign's profile, or the default one when it picked none."""
+    if campaign.endpoint_id is not None:
+        return campaign.endpoint
+    return EndpointProfile.objects.filter(is_default=True).order_by("id").first()
 
 
 class ModelFailure(Exception):
@@ -88,14 +104,21 @@ def client_for(profile: EndpointProfile, *, timeout: float | None = None) -> ope
 
 @atexit.register
 def close_clients() -> None:
+    global _probe_http
     with _clients_lock:
         for _, client in _clients.values():
             client.close()
         _clients.clear()
+        if _probe_http is not None:
+            _probe_http.close()
+            _probe_http = None
 
 
-def describe(exc: Exception, profile: EndpointProfile) -> str:
+def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = None) -> str:
+    """The failure in the reader's words. `model` names the model the call
+    asked for, when it was not the chat model (an embedding call)."""
     where = f"the model endpoint “{profile.name}” ({profile.base_url})"
+    model = model or profile.chat_model
     if isinstance(exc, openai.APITimeoutError):
         return (
             f"{where} sent nothing for {profile.first_byte_timeout_seconds} seconds. Check that it is running "
@@ -108,7 +131,7 @@ def describe(exc: Exception, profile: EndpointProfile) -> str:
     if isinstance(exc, openai.PermissionDeniedError):
         return f"{where} refused access to the model (403)."
     if isinstance(exc, openai.NotFoundError):
-        return f"{where} does not know the model “{profile.chat_model}” (404). Check the model name."
+        return f"{where} does not know the model “{model}” (404). Check the model name on the endpoint profile."
     if isinstance(exc, openai.RateLimitError):
         return f"{where} is rate limiting requests (429). Wait a moment, then press Retry."
     if isinstance(exc, openai.BadRequestError):
@@ -116,6 +139,13 @@ def describe(exc: Exception, profile: EndpointProfile) -> str:
     if isinstance(exc, openai.APIStatusError):
         return f"{where} failed with an error ({exc.status_code}). Press Retry to try again."
     return f"{where} failed: {exc.__class__.__name__}. Press Retry to try again."
+
+
+def is_temporary(exc: Exception) -> bool:
+    """Whether retrying later may succeed: unreachable, a timeout, 429, 5xx."""
+    if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, httpx.HTTPError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
 def _cut_off(profile: EndpointProfile) -> str:
@@ -138,29 +168,52 @@ def _message(exc: openai.APIStatusError) -> str:
     return str(error.get("message") or exc.message)[:300]
 
 
-def stream_chat(
-    profile: EndpointProfile, *, system: str, story: str, temperature: float, max_tokens: int
+@dataclass
+class Meter:
+    """What the server reported about one reply: its own count of the
+    prompt's tokens (`usage` on the final streamed chunk), when it sends one."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+#: Profiles whose server refused `stream_options` (older servers validate
+#: strictly); asked without it from then on, in this process.
+_no_stream_options: set[int | None] = set()
+
+
+def stream_reply(
+    profile: EndpointProfile,
+    *,
+    messages: list[dict],
+    prompt_text: str = "",
+    temperature: float,
+    max_tokens: int,
+    meter: Meter | None = None,
 ) -> Iterator[str]:
     """Yields the reply's text as it arrives, sampled at `temperature` and at
     most `max_tokens` long (the turn's settings: the profile's or the campaign's).
+
+    A chat profile sends `messages`; a completions profile sends `prompt_text`
+    and stops where the model would start the reader's turn. The server's
+    token counts, if it sends them, land in `meter`.
 
     Raises ModelFailure for anything but a reply that ended properly: an
     error status, a dropped connection, a refusal, or a stream that stopped
     without saying it had finished (a cut-off reply must not pass as whole).
     """
     client = client_for(profile)
+    completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
     finish_reason = None
     started = wrote = False
     deadline = time.monotonic() + profile.timeout_seconds
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": story}]
+    request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
+    if completions:
+        request.update(prompt=prompt_text, stop=list(COMPLETION_STOP))
+    else:
+        request.update(messages=messages)
     try:
-        stream = client.chat.completions.create(
-            model=profile.chat_model,
-            messages=messages,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            stream=True,
-        )
+        stream = _open_stream(client, profile, request, completions)
         with stream:
             for chunk in stream:
                 started = True
@@ -170,17 +223,22 @@ def stream_chat(
                         "the longest a reply may take. The text so far is kept; press Retry for a new narration, "
                         "or an admin can raise the total timeout on the profile."
                     )
+                usage = getattr(chunk, "usage", None)
+                if usage is not None and meter is not None:
+                    meter.prompt_tokens = getattr(usage, "prompt_tokens", None)
+                    meter.completion_tokens = getattr(usage, "completion_tokens", None)
                 for choice in chunk.choices:
-                    if choice.delta is not None and choice.delta.content:
+                    text = choice.text if completions else (choice.delta.content if choice.delta else None)
+                    if text:
                         wrote = True
-                        yield choice.delta.content
+                        yield text
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
         if not wrote and not isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
             # Some servers (llama-cpp-python) accept a stream and drop it when
             # the prompt overflows; asked again without streaming they say so.
-            _raise_if_overflow(client, profile, messages)
+            _raise_if_overflow(client, profile, request)
         if started and isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
             raise ModelFailure(
                 f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
@@ -194,12 +252,25 @@ def stream_chat(
     except openai.OpenAIError as exc:
         raise _overflow_from(exc, profile) or ModelFailure(describe(exc, profile)) from exc
     if finish_reason is None and not wrote:
-        _raise_if_overflow(client, profile, messages)
+        _raise_if_overflow(client, profile, request)
         raise ModelFailure(_ended_early(profile))
     if finish_reason is None:
         raise ModelFailure(_cut_off(profile))
     if finish_reason == "content_filter":
         raise ModelFailure(f"The model behind “{profile.name}” refused to continue this scene (content filter).")
+
+
+def _open_stream(client: openai.OpenAI, profile: EndpointProfile, request: dict, completions: bool):
+    create = client.completions.create if completions else client.chat.completions.create
+    if profile.pk in _no_stream_options:
+        return create(**request)
+    try:
+        return create(**request, stream_options={"include_usage": True})
+    except openai.BadRequestError as exc:
+        if "stream_options" not in _error_text(exc):
+            raise
+        _no_stream_options.add(profile.pk)
+        return create(**request)
 
 
 def _error_text(exc: openai.OpenAIError) -> str:
@@ -210,13 +281,13 @@ def _error_text(exc: openai.OpenAIError) -> str:
     return str(exc)
 
 
-def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, messages: list[dict]) -> None:
+def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, request: dict) -> None:
     """Asks once more without streaming and for one token; raises
     ContextOverflowAtServer if the server then names an overflow."""
+    retry = client.with_options(timeout=min(30.0, float(profile.timeout_seconds)), max_retries=1)
+    create = retry.completions.create if "prompt" in request else retry.chat.completions.create
     try:
-        client.with_options(timeout=min(30.0, float(profile.timeout_seconds)), max_retries=1).chat.completions.create(
-            model=profile.chat_model, messages=messages, max_tokens=1, stream=False,
-        )
+        create(**{**request, "max_tokens": 1, "stream": False})
     except openai.APIStatusError as exc:
         overflow = _overflow_from(exc, profile)
         if overflow is not None:
@@ -238,3 +309,234 @@ def _overflow_from(exc: openai.OpenAIError, profile: EndpointProfile) -> Context
         window=window,
     )
 
+
+
+# ------------------------------------------------------------ what the server accepts
+
+
+@dataclass(frozen=True)
+class ServerWindow:
+    """What a server said of its context window. `tokens` is None when it
+    said nothing a probe could read; only then is the window unverified."""
+
+    tokens: int | None
+    source: str
+    detail: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.tokens is not None
+
+
+#: Each probe is one short request; a server that does not know the route
+#: answers 404 at once, and a dead one fails the first probe's connect.
+PROBE_TIMEOUT = httpx.Timeout(5.0, connect=3.0)
+#: Ollama runs a model at this window unless num_ctx is set: 2,048 before
+#: version 0.6, 4,096 from it.
+OLLAMA_DEFAULT_WINDOW = {(0, 6): 4096, (0, 0): 2048}
+
+
+def _root(profile: EndpointProfile) -> str:
+    """The server's own address: the OpenAI base URL without its `/v1`."""
+    base = profile.base_url.strip().rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+_probe_http: httpx.Client | None = None
+
+
+def _http(profile: EndpointProfile, method: str, url: str, payload: dict | None = None, timeout=PROBE_TIMEOUT):
+    """One JSON request to the profile's server; None unless it answered 200
+    with JSON. Connection errors propagate: the server is not there."""
+    global _probe_http
+    validate_base_url(url)
+    headers = {"Authorization": f"Bearer {profile.api_key}"} if profile.has_api_key else {}
+    with _clients_lock:
+        if _probe_http is None:
+            # One pool for every probe: a new client costs an SSL context.
+            _probe_http = httpx.Client()
+    response = _probe_http.request(method, url, json=payload, headers=headers, timeout=timeout)
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _llama_cpp(profile):
+    props = _http(profile, "GET", f"{_root(profile)}/props")
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    n_ctx = _int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    n_ctx = n_ctx or _int(props.get("n_ctx"))
+    if n_ctx is None:
+        return None
+    slots = _int(props.get("total_slots"))
+    detail = f"n_ctx {n_ctx:,} per slot" + (f", {slots} slots" if slots else "")
+    return ServerWindow(n_ctx, "llama.cpp /props", detail)
+
+
+def _koboldcpp(profile):
+    answer = _http(profile, "GET", f"{_root(profile)}/api/extra/true_max_context_length")
+    value = _int(answer.get("value")) if isinstance(answer, dict) else None
+    return ServerWindow(value, "KoboldCpp /api/extra/true_max_context_length", f"max context {value:,}") if value else None
+
+
+def _listed_model(profile) -> dict | None:
+    listing = _http(profile, "GET", f"{profile.base_url.strip().rstrip('/')}/models")
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        return None
+    entries = [e for e in data if isinstance(e, dict)]
+    return next((e for e in entries if e.get("id") == profile.chat_model), entries[0] if len(entries) == 1 else None)
+
+
+def _vllm(profile):
+    entry = _listed_model(profile)
+    value = _int(entry.get("max_model_len")) if entry else None
+    return ServerWindow(value, "vLLM /v1/models", f"max_model_len {value:,}") if value else None
+
+
+def _lm_studio(profile):
+    entry = _http(profile, "GET", f"{_root(profile)}/api/v0/models/{profile.chat_model}")
+    if not isinstance(entry, dict):
+        return None
+    loaded, most = _int(entry.get("loaded_context_length")), _int(entry.get("max_context_length"))
+    if loaded:
+        return ServerWindow(loaded, "LM Studio /api/v0/models", f"loaded with a context of {loaded:,}")
+    return ServerWindow(most, "LM Studio /api/v0/models", f"max context {most:,}") if most else None
+
+
+def _ollama(profile):
+    shown = _http(profile, "POST", f"{_root(profile)}/api/show", {"model": profile.chat_model})
+    if not isinstance(shown, dict) or not ("parameters" in shown or "model_info" in shown):
+        return None
+    match = re.search(r"^\s*num_ctx\s+(\d+)", str(shown.get("parameters") or ""), re.MULTILINE)
+    if match:
+        value = int(match.group(1))
+        return ServerWindow(value, "Ollama /api/show", f"num_ctx {value:,} in the model's parameters")
+    info = shown.get("model_info") if isinstance(shown.get("model_info"), dict) else {}
+    trained = next((_int(v) for k, v in info.items() if k.endswith(".context_length") and _int(v)), None)
+    version = _http(profile, "GET", f"{_root(profile)}/api/version") or {}
+    numbers = tuple(int(n) for n in re.findall(r"\d+", str(version.get("version", "")))[:2]) or (0, 0)
+    default = next(size for since, size in OLLAMA_DEFAULT_WINDOW.items() if numbers >= since)
+    value = min(default, trained) if trained else default
+    return ServerWindow(
+        value, "Ollama /api/show",
+        f"num_ctx is not set, so Ollama {version.get('version', '')} runs the model at {default:,}"
+        + (f" (trained for {trained:,})" if trained else ""),
+    )
+
+
+def _llama_cpp_python(profile):
+    """llama-cpp-python names its window only when refusing a prompt, and it
+    refuses before evaluating anything; so it is asked, once, for a prompt
+    one token longer than the profile's budget. A refusal names the window;
+    an answer says the budget fits."""
+    counted = _http(profile, "POST", f"{_root(profile)}/extras/tokenize/count", {"input": " a" * 64})
+    if not isinstance(counted, dict) or not _int(counted.get("count")):
+        return None
+    per_piece = counted["count"] / 64
+    target = profile.context_token_budget + 1
+    prompt = " a" * (int(target / per_piece) + 8)
+    client = client_for(profile, timeout=float(profile.first_byte_timeout_seconds))
+    try:
+        client.completions.create(model=profile.chat_model, prompt=prompt, max_tokens=1, stream=False)
+    except openai.APIStatusError as exc:
+        overflowed, window = overflow_in(_error_text(exc))
+        if overflowed and window:
+            return ServerWindow(window, "llama-cpp-python (its refusal of a longer prompt)", f"n_ctx {window:,}")
+        return None
+    except (openai.OpenAIError, httpx.HTTPError):
+        return None
+    return ServerWindow(
+        target, "llama-cpp-python (it accepted a budget-sized prompt)",
+        f"the window is at least {target:,}, so the budget of {profile.context_token_budget:,} fits",
+    )
+
+
+#: Tried in order; the first that recognises the server answers.
+PROBES = (_llama_cpp, _koboldcpp, _vllm, _lm_studio, _ollama, _llama_cpp_python)
+
+
+def probe_window(profile: EndpointProfile) -> ServerWindow:
+    """Asks the server what it accepts. Anything it does not say is "not
+    verified", and so is a server that could not be reached."""
+    try:
+        for probe in PROBES:
+            found = probe(profile)
+            if found is not None:
+                return found
+    except (httpx.HTTPError, ValueError) as exc:
+        return ServerWindow(None, "unreachable", f"the probe could not reach the server ({type(exc).__name__})")
+    return ServerWindow(None, "unknown", "the server does not say what it accepts (not verified)")
+
+
+def count_on_server(profile: EndpointProfile, text: str) -> int | None:
+    """The server's own token count for `text` (llama.cpp's /tokenize,
+    llama-cpp-python's /extras/tokenize/count), or None where it has none."""
+    root = _root(profile)
+    try:
+        counted = _http(profile, "POST", f"{root}/extras/tokenize/count", {"input": text})
+        if isinstance(counted, dict) and _int(counted.get("count")):
+            return counted["count"]
+        tokens = _http(profile, "POST", f"{root}/tokenize", {"content": text})
+        if isinstance(tokens, dict) and isinstance(tokens.get("tokens"), list):
+            return len(tokens["tokens"])
+    except (httpx.HTTPError, ValueError):
+        return None
+    return None
+
+
+# ------------------------------------------------------------ the admin's connection test
+
+
+@dataclass
+class ConnectionCheck:
+    """What "Test connection" found, line by line, for the admin page."""
+
+    models: list[str] = field(default_factory=list)
+    models_error: str = ""
+    window: ServerWindow | None = None
+    embedding_width: int | None = None
+    embedding_error: str = ""
+
+
+def check_connection(profile: EndpointProfile) -> ConnectionCheck:
+    check = ConnectionCheck()
+    client = client_for(profile, timeout=10.0)
+    try:
+        check.models = sorted(m.id for m in client.models.list())
+    except (openai.OpenAIError, httpx.HTTPError) as exc:
+        check.models_error = describe(exc, profile)
+        return check
+    check.window = probe_window(profile)
+    model = profile.embedding_model.strip()
+    if not model:
+        check.embedding_error = "No embedding model is set on this profile, so lore is searched by keywords only."
+        return check
+    try:
+        response = client.embeddings.create(model=model, input=["The lighthouse keeper lights the lamp."])
+        vector = response.data[0].embedding
+    except (openai.OpenAIError, httpx.HTTPError) as exc:
+        check.embedding_error = describe(exc, profile, model=model)
+        return check
+    except (IndexError, AttributeError, TypeError):
+        check.embedding_error = f"The server's answer for “{model}” held no vector."
+        return check
+    if vector and isinstance(vector[0], list):
+        check.embedding_error = (
+            f"The server returned one vector per token for “{model}”, not one per text: start it with "
+            "pooling on (llama.cpp: --pooling mean)."
+        )
+    elif isinstance(vector, list) and vector:
+        check.embedding_width = len(vector)
+    else:
+        check.embedding_error = f"The server's answer for “{model}” held no vector."
+    return check

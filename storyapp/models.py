@@ -11,7 +11,8 @@ class EndpointProfile(models.Model):
     """An OpenAI-compatible endpoint and how to call it. Admin-managed."""
 
     class ApiMode(models.TextChoices):
-        CHAT = "chat", "Chat completions"
+        CHAT = "chat", "Chat completions (messages)"
+        COMPLETIONS = "completions", "Text completions (one labelled text, for models without a chat template)"
 
     name = models.CharField(max_length=100, unique=True)
     base_url = models.CharField(
@@ -35,6 +36,14 @@ class EndpointProfile(models.Model):
     learned_window_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="Learned from the server's overflow errors; clear it after changing the model."
     )
+    #: What the server said it accepts (modelclient.probe_window), kept until
+    #: the profile is saved again or a turn fails against it.
+    probed_window_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    probed_window_source = models.CharField(max_length=100, blank=True, editable=False)
+    probed_window_detail = models.CharField(max_length=300, blank=True, editable=False)
+    probed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: The server's prompt tokens per one of ours, as measured on recent turns.
+    token_ratio = models.FloatField(null=True, blank=True, editable=False)
     is_default = models.BooleanField(
         default=False, help_text="Used by new campaigns that do not pick a profile."
     )
@@ -183,6 +192,9 @@ class ContextSnapshot(models.Model):
     report = models.JSONField()
     system_text = models.TextField()
     story_text = models.TextField()
+    #: The messages exactly as sent (chat), or one user message holding the
+    #: exact text (completions).
+    messages = models.JSONField(default=list)
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -22,9 +22,9 @@ from contextbuild import ContextOverflow, build_context
 from contextbuild.rules import strip_echoed_instructions
 from contextbuild.tokens import count_tokens
 
-from . import prompting, stateblock
-from .modelclient import ContextOverflowAtServer, ModelFailure, stream_chat
-from .models import Action, ContextSnapshot
+from . import modelclient, prompting, stateblock
+from .modelclient import ContextOverflowAtServer, Meter, ModelFailure, stream_reply
+from .models import Action, ContextSnapshot, EndpointProfile
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,11 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
 
 def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     campaign = action.campaign
-    profile = prompting.endpoint_for(campaign)
+    profile = modelclient.endpoint_for(campaign)
     if profile is None:
         _fail(action, "No model endpoint is configured for this campaign. Pick one in the campaign's settings.")
         return
+    prompting.probed(profile)
     inputs = prompting.turn_inputs(campaign, profile, position=action.parent)
     try:
         built = build_context(inputs)
@@ -103,9 +104,10 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     last_flush = time.monotonic()
     stopped = False
     failure = None
+    meter = Meter()
     try:
-        for delta in stream_chat(
-            profile, system=built.system_text, story=built.story_text,
+        for delta in stream_reply(
+            profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
             temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
         ):
             raw += delta
@@ -120,9 +122,33 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     except ContextOverflowAtServer as exc:
         failure = str(exc)
         prompting.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
+        prompting.forget_probe(profile)
     except ModelFailure as exc:
         failure = str(exc)
+        prompting.forget_probe(profile)
+    if failure is None:
+        _measure(profile, built, meter)
     _finish(action, raw, built, stopped=stopped, failure=failure)
+
+
+def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
+    """Records the server's count of this prompt beside ours, and the ratio
+    the next turns are budgeted with. The count comes from the reply's
+    `usage`, else from the server's tokenizer; a server with neither leaves
+    the ratio unmeasured."""
+    tokens = built.report["tokens"]
+    servers, source = meter.prompt_tokens, "usage"
+    if not servers:
+        text = built.prompt_text or "\n".join(m["content"] for m in built.messages)
+        servers, source = modelclient.count_on_server(profile, text), "tokenizer"
+        ours = count_tokens(text)
+    else:
+        ours = tokens["total"]
+    if not servers:
+        return
+    tokens["server_prompt_tokens"] = servers
+    tokens["server_count_source"] = source
+    tokens["ratio"] = prompting.record_token_ratio(profile, ours=ours, servers=servers)
 
 
 def _flush(action_id: int, text: str, *, now: datetime) -> bool:
@@ -160,8 +186,19 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
     )
     ContextSnapshot.objects.update_or_create(
         action=action,
-        defaults={"report": built.report, "system_text": built.system_text, "story_text": built.story_text},
+        defaults={
+            "report": built.report,
+            "system_text": built.system_text,
+            "story_text": built.story_text,
+            "messages": _as_sent(built),
+        },
     )
+
+
+def _as_sent(built) -> list[dict]:
+    if built.prompt_text:
+        return [{"role": "prompt", "content": built.prompt_text}]
+    return [dict(m) for m in built.messages]
 
 
 def _fail(action: Action, message: str) -> None:

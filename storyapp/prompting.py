@@ -11,20 +11,15 @@ import logging
 from contextlib import nullcontext
 
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from contextbuild import records
 
-from . import lineage
-from .models import Action, Campaign, EndpointProfile
+from . import lineage, modelclient
+from .models import Action, Campaign, ContextSnapshot, EndpointProfile
 from .services import current_state, in_story
 
 log = logging.getLogger(__name__)
-
-
-def endpoint_for(campaign: Campaign) -> EndpointProfile | None:
-    if campaign.endpoint_id is not None:
-        return campaign.endpoint
-    return EndpointProfile.objects.filter(is_default=True).order_by("id").first()
 
 
 def campaign_record(campaign: Campaign) -> records.Campaign:
@@ -87,19 +82,85 @@ def learn_window(profile: EndpointProfile, *, told: int | None, budget: int) -> 
     return limit
 
 
+def probed(profile: EndpointProfile) -> EndpointProfile:
+    """The profile with what its server says it accepts, asking the server
+    only when nothing is cached (a new or re-saved profile, or one whose
+    last turn failed)."""
+    if profile.probed_at is None:
+        found = modelclient.probe_window(profile)
+        profile.probed_window_tokens = found.tokens
+        profile.probed_window_source = found.source[:100]
+        profile.probed_window_detail = found.detail[:300]
+        profile.probed_at = timezone.now()
+        EndpointProfile.objects.filter(pk=profile.pk).update(
+            probed_window_tokens=found.tokens, probed_window_source=profile.probed_window_source,
+            probed_window_detail=profile.probed_window_detail, probed_at=profile.probed_at,
+        )
+    return profile
+
+
+def forget_probe(profile: EndpointProfile) -> None:
+    """Asks the server again before the next turn: it failed, or it changed."""
+    EndpointProfile.objects.filter(pk=profile.pk).update(probed_at=None)
+    profile.probed_at = None
+
+
 def window_for(profile: EndpointProfile) -> records.Window | None:
-    """What is known of the server's window: what an overflow taught, kept a
-    margin below it; None when nothing is known."""
-    learned = profile.learned_window_tokens
-    if not learned:
+    """What is known of the server's window: what it said when probed, and
+    what an overflow taught (kept a margin below it), the smaller winning;
+    None when nothing is known. A probe that found nothing is recorded as
+    unverified, so the report says the window was asked for and not given."""
+    known = []
+    if profile.probed_window_tokens:
+        known.append(records.Window(
+            verified=True, tokens=profile.probed_window_tokens,
+            source=profile.probed_window_source, detail=profile.probed_window_detail,
+        ))
+    if profile.learned_window_tokens:
+        learned = profile.learned_window_tokens
+        known.append(records.Window(
+            verified=True,
+            tokens=int(learned * (1 - LEARNED_WINDOW_MARGIN)),
+            source="the server's overflow error",
+            detail=f"the server refused a longer prompt; its window is {learned:,} tokens, "
+            f"budgeted {int(LEARNED_WINDOW_MARGIN * 100)} % below it",
+        ))
+    if known:
+        return min(known, key=lambda w: w.tokens)
+    if profile.probed_at is not None:
+        return records.Window(
+            verified=False, tokens=None, source=profile.probed_window_source or "unknown",
+            detail=profile.probed_window_detail or "the server does not say what it accepts",
+        )
+    return None
+
+
+#: How fast the recorded ratio follows a new measurement downwards; upwards
+#: it follows at once, since undercounting is what overflows a window.
+RATIO_SMOOTHING = 0.3
+
+
+def record_token_ratio(profile: EndpointProfile, *, ours: int, servers: int) -> float | None:
+    """Stores the server's prompt tokens per one of ours, as measured on this
+    turn. Returns the measured ratio (None for a count too small to tell)."""
+    if ours < 50 or servers <= 0:
         return None
-    return records.Window(
-        verified=True,
-        tokens=int(learned * (1 - LEARNED_WINDOW_MARGIN)),
-        source="the server's overflow error",
-        detail=f"the server refused a longer prompt; its window is {learned:,} tokens, "
-        f"budgeted {int(LEARNED_WINDOW_MARGIN * 100)} % below it",
-    )
+    measured = servers / ours
+    current = EndpointProfile.objects.filter(pk=profile.pk).values_list("token_ratio", flat=True).first()
+    ratio = measured if not current else max(measured, (1 - RATIO_SMOOTHING) * current + RATIO_SMOOTHING * measured)
+    EndpointProfile.objects.filter(pk=profile.pk).update(token_ratio=round(ratio, 4))
+    profile.token_ratio = round(ratio, 4)
+    return round(measured, 4)
+
+
+def history_anchor(narration: Action | None):
+    """The first history action of the last narration's prompt (see
+    contextbuild's `_fit_history`), or None."""
+    if narration is None:
+        return None
+    report = ContextSnapshot.objects.filter(action=narration).values_list("report", flat=True).first()
+    history = (report or {}).get("history") if isinstance(report, dict) else None
+    return history.get("anchor") if isinstance(history, dict) else None
 
 
 def turn_inputs(
@@ -144,6 +205,8 @@ def turn_inputs(
             else None
         ),
         window=known,
+        token_ratio=profile.token_ratio,
+        history_anchor=history_anchor(last_narration),
     )
 
 

@@ -29,7 +29,7 @@ from . import bundle, inspector, lineage, narration, selectors, services, storye
 from .access import action_for, campaign_for
 from .forms import ActionEditForm, BundleUploadForm, CampaignForm, MemoryForm, TurnForm
 from .models import Action, Campaign, ContextSnapshot
-from .prompting import endpoint_for
+from .modelclient import endpoint_for
 
 STORY_PAGE = 60
 STREAM_POLL_SECONDS = 0.2
@@ -453,6 +453,7 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
         "action": action,
         "snapshot": snapshot,
         "report": report,
+        "messages": inspector.messages(snapshot),
         "bars": inspector.budget_bars(snapshot.report),
         "knowledge": report["knowledge"],
         "changes": inspector.diff(snapshot.report, previous.report if previous else None),

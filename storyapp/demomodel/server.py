@@ -46,7 +46,11 @@ class DemoModelServer:
         api_key: str | None = None,
         chunk_delay: float = 0.03,
         log_requests: bool = False,
+        n_ctx: int | None = None,
     ):
+        #: The window `/props` reports, as llama.cpp's server does; None
+        #: answers 404 there, as most servers do.
+        self.n_ctx = n_ctx
         self.host = host
         self.api_key = api_key
         self.chunk_delay = chunk_delay
@@ -131,7 +135,8 @@ class DemoModelServer:
 
     def script_embeddings(self, *steps: dict) -> None:
         """Queue steps for the next embedding requests, one each, in order.
-        Only `status`, `message`, `retry_after` and `stall` apply there."""
+        Only `status`, `message`, `retry_after`, `stall`, `per_token`,
+        `dimensions` and `payload` apply there."""
         parsed = [step_from_json(step) for step in steps]
         with self._lock:
             self._embedding_steps.extend(parsed)

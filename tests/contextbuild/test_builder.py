@@ -12,16 +12,17 @@ from contextbuild import (
     build_context,
     count_tokens,
 )
-from contextbuild.rules import HIDDEN_MARKER, HIDDEN_RULE
+from contextbuild.builder import MESSAGE_OVERHEAD, REPLY_PRIMING, render_transcript, token_scale
+from contextbuild.rules import BEGIN_CUE, CONTINUE_CUE, HIDDEN_MARKER, HIDDEN_RULE
 from tests.contextbuild.samples import campaign, candidate, knowledge, story, turn
 
 DESIGN_ORDER = [
     "narrator", "state_rule", "campaign_canon", "knowledge_rule", "always_canon",
-    "ai_instructions", "persona", "plot_essentials",
-    "history", "authors_note", "recent_history",
-    "story_summary", "knowledge_inspiration", "knowledge_reference", "knowledge_canon",
-    "used_memories", "narrative_state", "length_hint", "state_refusals", "state_reminder",
+    "ai_instructions", "persona", "plot_essentials", "length_hint", "state_reminder",
+    "authors_note", "story_summary", "knowledge_inspiration", "knowledge_reference", "knowledge_canon",
+    "used_memories", "narrative_state", "state_refusals", "player_input",
 ]
+HISTORY_LABELS = {"player_action", "narration"}
 PLAYER = "I hail the harbourmaster and hold up the broken seal."
 
 
@@ -54,15 +55,66 @@ def labels(built):
 
 
 def test_sections_follow_the_design_order():
-    assert labels(build_context(full_turn())) == DESIGN_ORDER
-
-
-def test_system_text_holds_the_static_block_and_story_text_the_rest():
     built = build_context(full_turn())
-    sections = built.report["sections"]
-    assert built.system_text == "\n\n".join(s["text"] for s in sections[:8])
-    assert built.story_text == "\n\n".join(s["text"] for s in sections[8:])
-    assert built.report["prompt"] == {"system": built.system_text, "story": built.story_text}
+    assert [label for label in labels(built) if label not in HISTORY_LABELS] == DESIGN_ORDER
+    blocks = [s["block"] for s in built.report["sections"]]
+    assert blocks == sorted(blocks, key=["system", "history", "turn"].index)
+
+
+def test_the_prompt_is_a_conversation_ending_with_the_readers_action():
+    built = build_context(full_turn())
+    messages = built.messages
+    system = [s["text"] for s in built.report["sections"] if s["block"] == "system"]
+    assert messages[0] == {"role": "system", "content": "\n\n".join(system)}
+    roles = [m["role"] for m in messages[1:]]
+    assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
+    assert roles[-1] == "user"
+    assert messages[-1]["content"].endswith(PLAYER)
+    assert built.system_text == messages[0]["content"]
+    assert built.story_text == render_transcript(messages[1:])
+    assert built.report["prompt"]["messages"] == list(messages)
+    assert built.report["prompt"]["mode"] == "chat"
+
+
+def test_the_readers_stored_action_ends_the_prompt_after_the_live_sections():
+    history = (*story(9), HistoryAction(9, "player", PLAYER))
+    built = build_context(turn(history=history, player_text=""))
+    last = built.messages[-1]
+    assert last["role"] == "user"
+    assert last["content"].endswith(PLAYER)
+    assert last["content"].index("Current narrative state") < last["content"].index(PLAYER)
+    assert built.report["history"]["included_ids"][-1] == 9
+    assert section(built, "player_input")["text"] == PLAYER
+
+
+def test_consecutive_actions_of_one_speaker_share_a_message():
+    history = (HistoryAction(1, "player", "I wait."), HistoryAction(2, "player", "I wait longer."),
+               HistoryAction(3, "ai", "Nothing happens."))
+    built = build_context(turn(history=history, player_text=PLAYER))
+    assert [m["role"] for m in built.messages] == ["system", "user", "assistant", "user"]
+    assert built.messages[1]["content"] == "I wait.\n\nI wait longer."
+
+
+def test_a_story_that_opens_with_a_narration_gets_the_opening_cue_first():
+    history = (HistoryAction(1, "ai", "The quay is cold."),)
+    built = build_context(turn(history=history, player_text=PLAYER))
+    assert [m["role"] for m in built.messages] == ["system", "user", "assistant", "user"]
+    assert built.messages[1]["content"] == BEGIN_CUE
+
+
+@pytest.mark.parametrize(("history", "cue"), [((), BEGIN_CUE), (story(4), CONTINUE_CUE)])
+def test_a_turn_without_a_new_action_ends_on_a_cue(history, cue):
+    built = build_context(turn(history=history, player_text=""))
+    assert built.messages[-1]["role"] == "user"
+    assert built.messages[-1]["content"].endswith(cue)
+
+
+def test_completions_mode_renders_the_same_content_as_one_labelled_text():
+    built = build_context(full_turn(settings=ModelSettings(model="m", api_mode="completions")))
+    text = built.prompt_text
+    assert text.startswith(built.system_text)
+    assert text.endswith(f"Reader: {built.messages[-1]['content']}\n\nNarrator:")
+    assert "Narrator: " in text and built.report["prompt"]["text"] == text
 
 
 @pytest.mark.parametrize(
@@ -70,16 +122,17 @@ def test_system_text_holds_the_static_block_and_story_text_the_rest():
     [(2500, 200), (3000, 600), (4096, 600), (4096, 1500), (8192, 600),
      (8192, 2400), (16000, 1000), (32000, 4000)],
 )
-def test_reply_reserve_is_never_spent(budget, output):
+@pytest.mark.parametrize("ratio", [None, 0.9, 1.04, 1.3])
+def test_reply_reserve_is_never_spent(budget, output, ratio):
     built = build_context(full_turn(settings=settings(budget, output), history=story(600),
-                                    knowledge=library(per_class=30)))
+                                    knowledge=library(per_class=30), token_ratio=ratio))
     tokens = built.report["tokens"]
+    scale = token_scale(ratio)
     assert tokens["output_reserve"] == output + 64
-    exact = count_tokens(built.system_text) + count_tokens(built.story_text)
+    exact = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD for m in built.messages) + REPLY_PRIMING
     assert exact <= tokens["total"]
-    assert tokens["total"] + tokens["output_reserve"] <= budget
-    spendable = tokens["available_for_history"]
-    assert tokens["protected"] + tokens["output_reserve"] + spendable == budget
+    assert tokens["total"] * scale + tokens["output_reserve"] <= budget
+    assert tokens["protected"] + tokens["available_for_history"] == tokens["prompt_capacity"]
     assert (tokens["knowledge_spent"] + tokens["history_spent"] + tokens["unused"]
             == tokens["available_for_history"])
     assert tokens["unused"] >= 0
@@ -116,9 +169,9 @@ def test_knowledge_never_pushes_out_state_reader_input_or_reserve(budget):
     tokens = built.report["tokens"]
     assert "narrative_state" in labels(built)
     assert built.story_text.count(PLAYER) == 1
-    assert section(built, "recent_history")["text"].endswith(PLAYER)
+    assert built.messages[-1]["content"].endswith(PLAYER)
     assert tokens["knowledge_spent"] <= int(tokens["available_for_history"] * 0.33)
-    assert tokens["total"] + tokens["output_reserve"] <= budget
+    assert tokens["total"] * token_scale(None) + tokens["output_reserve"] <= budget
 
 
 def test_unspent_knowledge_budget_goes_back_to_history():
@@ -129,27 +182,17 @@ def test_unspent_knowledge_budget_goes_back_to_history():
     assert without.report["knowledge"]["used"] == []
 
 
-@pytest.mark.parametrize(
-    ("actions", "player", "before"), [(10, "", 7), (10, PLAYER, 8), (2, "", 0)]
-)
-def test_authors_note_sits_three_actions_from_the_end(actions, player, before):
-    built = build_context(turn(history=story(actions), player_text=player))
-    recent = section(built, "recent_history")["text"].split("\n\n")
-    assert len(recent) == min(3, actions + bool(player))
-    story_labels = labels(built)[labels(built).index("plot_essentials") + 1:]
-    expected = ["authors_note", "recent_history"]
-    if before:
-        expected.insert(0, "history")
-    assert story_labels[:len(expected)] == expected
-    if before:
-        last_before_note = section(built, "history")["text"].split("\n\n")[-1]
-        assert last_before_note.startswith(f"Turn {before - 1}.")
+@pytest.mark.parametrize("player", ["", PLAYER])
+def test_authors_note_opens_the_turns_message_and_never_enters_history(player):
+    built = build_context(turn(history=story(10), player_text=player))
+    last = built.messages[-1]["content"]
+    assert last.startswith("[Author's note: Keep the tone grim.]")
+    assert not any("Author's note" in m["content"] for m in built.messages[:-1])
 
 
-def test_no_authors_note_leaves_one_history_section():
+def test_no_authors_note_leaves_it_out():
     built = build_context(turn(campaign=campaign(authors_note="")))
     assert "authors_note" not in labels(built)
-    assert "recent_history" not in labels(built)
 
 
 def test_history_is_the_newest_contiguous_stretch():
@@ -165,7 +208,7 @@ def test_newest_action_alone_over_budget_keeps_its_end():
     text = " ".join(f"word{i}" for i in range(12000)) + " THE END"
     built = build_context(turn(history=(HistoryAction(1, "ai", text),), settings=settings(4096)))
     history = built.report["history"]
-    kept = section(built, "recent_history")["text"]
+    kept = section(built, "narration")["text"]
     assert history["oldest_truncated"] is True
     assert history["included_ids"] == [1]
     assert text.endswith(kept)
@@ -188,7 +231,7 @@ def test_pending_reader_input_is_the_newest_action_and_is_never_dropped():
              settings=settings(4096))
     )
     history = built.report["history"]
-    assert section(built, "recent_history")["text"].endswith(long_input.strip())
+    assert built.messages[-1]["content"].endswith(long_input.strip())
     assert history["total"] == 301
     assert history["included"] == len(history["included_ids"]) + 1
     assert built.report["tokens"]["protected"] > count_tokens(long_input)
@@ -204,12 +247,14 @@ def test_pending_reader_input_is_the_newest_action_and_is_never_dropped():
 def test_section_tokens_add_up_to_the_total_within_the_separator_allowance(inputs):
     built = build_context(inputs)
     report = built.report
-    separators = len(report["sections"]) - 2
+    separators = len(report["sections"])
     section_sum = sum(s["tokens"] for s in report["sections"])
-    assert 0 <= report["tokens"]["total"] - section_sum <= separators
+    history = sum(1 for s in report["sections"] if s["block"] == "history")
+    overheads = MESSAGE_OVERHEAD * (history + 3) + REPLY_PRIMING + count_tokens(BEGIN_CUE)
+    assert 0 <= report["tokens"]["total"] - section_sum <= separators + overheads
     for s in report["sections"]:
         assert count_tokens(s["text"]) <= s["tokens"]
-    exact = count_tokens(built.system_text) + count_tokens(built.story_text)
+    exact = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD for m in built.messages) + REPLY_PRIMING
     assert exact <= report["tokens"]["total"]
 
 
@@ -266,8 +311,9 @@ def test_report_has_the_stored_shape_and_survives_json():
     assert set(report) == {"sections", "prompt", "tokens", "window", "memories", "summary",
                            "derived", "knowledge", "history", "settings"}
     assert set(report["tokens"]) == {"total", "budget", "configured_budget", "output_reserve",
+                                     "prompt_capacity", "ratio_budgeted", "ratio_on_profile",
                                      "protected", "available_for_history", "history_spent",
-                                     "knowledge_spent", "unused"}
+                                     "knowledge_spent", "unused", "server_prompt_tokens", "ratio"}
     assert report["summary"] == {"text": "Mara fled the capital.", "covers_through": 12,
                                  "covers_actions": 13}
     assert report["derived"] == [{"job": "memories", "state": "failing", "error": "timeout"}]
@@ -287,3 +333,32 @@ def test_no_summary_reports_none():
     report = build_context(turn(summary=None)).report
     assert report["summary"] is None
     assert "story_summary" not in [s["label"] for s in report["sections"]]
+
+
+def test_history_keeps_its_anchor_so_the_prefix_stays_the_same_between_turns():
+    first = build_context(turn(history=story(400), settings=settings(4096)))
+    anchor = first.report["history"]["anchor"]
+    assert anchor is not None and anchor > 0
+    grown = (*story(402),)
+    second = build_context(turn(history=grown, settings=settings(4096), history_anchor=anchor))
+    assert second.report["history"]["anchor"] == anchor
+    assert second.report["history"]["anchor_kept"] is True
+    assert list(second.messages[: len(first.messages) - 1]) == list(first.messages[:-1])
+
+
+def test_history_drops_past_the_anchor_with_slack_when_it_no_longer_fits():
+    first = build_context(turn(history=story(400), settings=settings(4096)))
+    anchor = first.report["history"]["anchor"]
+    later = build_context(turn(history=story(600), settings=settings(4096), history_anchor=anchor))
+    tokens = later.report["tokens"]
+    assert later.report["history"]["anchor"] > anchor
+    assert later.report["history"]["anchor_kept"] is False
+    room = tokens["available_for_history"] - tokens["knowledge_spent"]
+    assert tokens["history_spent"] <= room * 0.75
+
+
+def test_a_measured_token_ratio_shrinks_what_the_prompt_may_spend():
+    plain = build_context(full_turn(history=story(600), token_ratio=1.0)).report["tokens"]
+    heavy = build_context(full_turn(history=story(600), token_ratio=1.3)).report["tokens"]
+    assert heavy["prompt_capacity"] < plain["prompt_capacity"]
+    assert heavy["history_spent"] < plain["history_spent"]

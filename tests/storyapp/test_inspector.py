@@ -14,7 +14,8 @@ from tests.factories import PASSWORD, CampaignFactory, story
 
 ORDER = [
     "narrator", "state_rule", "campaign_canon", "ai_instructions", "persona", "plot_essentials",
-    "history", "authors_note", "recent_history", "narrative_state", "length_hint", "state_reminder",
+    "length_hint", "state_reminder", "player_action", "narration", "authors_note", "narrative_state",
+    "player_input",
 ]
 
 
@@ -42,11 +43,10 @@ def test_every_narration_stores_the_exact_text_it_was_sent(campaign, turn, model
     narration = turn("I walk to the quay.")
     [sent] = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
     snapshot = narration.snapshot
-    assert sent["messages"] == [
-        {"role": "system", "content": snapshot.system_text},
-        {"role": "user", "content": snapshot.story_text},
-    ]
-    assert snapshot.report["prompt"] == {"system": snapshot.system_text, "story": snapshot.story_text}
+    assert sent["messages"] == snapshot.messages == snapshot.report["prompt"]["messages"]
+    assert sent["messages"][0] == {"role": "system", "content": snapshot.system_text}
+    assert sent["messages"][-1]["role"] == "user"
+    assert sent["messages"][-1]["content"].endswith("I walk to the quay.")
 
 
 def test_the_inspector_shows_each_section_and_the_budget(client, campaign, turn):
@@ -97,7 +97,7 @@ def test_build_context_prints_the_next_turns_report_without_storing_anything(cam
     call_command("build_context", campaign=campaign.pk, player_text="I hail Aldric.", json=True, stdout=out)
     report = json.loads(out.getvalue())
     labels = [s["label"] for s in report["sections"]]
-    assert [label for label in labels if label in ORDER] == [label for label in ORDER if label in labels]
+    assert list(dict.fromkeys(label for label in labels if label in ORDER)) == [label for label in ORDER if label in labels]
     assert "I hail Aldric." in report["prompt"]["story"]
     assert not ContextSnapshot.objects.exists() and not model.requests()
 

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.retrieval import explain
-from storyapp import prompting
+from storyapp import modelclient, prompting
 from storyapp.models import Action, Campaign
 from storyapp.services import current_state
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         found = Campaign.objects.filter(pk=campaign).first()
         if found is None:
             raise CommandError(f"No campaign with id {campaign}.")
-        profile = prompting.endpoint_for(found)
+        profile = modelclient.endpoint_for(found)
         head = Action.objects.filter(pk=found.head_id).first()
         inputs = prompting.query_inputs(
             found, position=head, state=current_state(found, head), player_text=player_text

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from contextbuild import ContextOverflow, build_context
-from storyapp import prompting
+from storyapp import modelclient, prompting
 from storyapp.models import Action, Campaign
 
 
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         found = Campaign.objects.filter(pk=campaign).first()
         if found is None:
             raise CommandError(f"No campaign with id {campaign}.")
-        profile = prompting.endpoint_for(found)
+        profile = modelclient.endpoint_for(found)
         if profile is None:
             raise CommandError("The campaign has no endpoint profile and there is no default one.")
         if budget is not None and budget <= 0:
