@@ -87,16 +87,19 @@ def probed(profile: EndpointProfile) -> EndpointProfile:
     only when nothing is cached (a new or re-saved profile, or one whose
     last turn failed)."""
     if profile.probed_at is None:
-        found = modelclient.probe_window(profile)
-        profile.probed_window_tokens = found.tokens
-        profile.probed_window_source = found.source[:100]
-        profile.probed_window_detail = found.detail[:300]
-        profile.probed_at = timezone.now()
-        EndpointProfile.objects.filter(pk=profile.pk).update(
-            probed_window_tokens=found.tokens, probed_window_source=profile.probed_window_source,
-            probed_window_detail=profile.probed_window_detail, probed_at=profile.probed_at,
-        )
+        store_probe(profile, modelclient.probe_window(profile))
     return profile
+
+
+def store_probe(profile: EndpointProfile, found: modelclient.ServerWindow) -> None:
+    profile.probed_window_tokens = found.tokens
+    profile.probed_window_source = found.source[:100]
+    profile.probed_window_detail = found.detail[:300]
+    profile.probed_at = timezone.now()
+    EndpointProfile.objects.filter(pk=profile.pk).update(
+        probed_window_tokens=found.tokens, probed_window_source=profile.probed_window_source,
+        probed_window_detail=profile.probed_window_detail, probed_at=profile.probed_at,
+    )
 
 
 def forget_probe(profile: EndpointProfile) -> None:
