@@ -3,25 +3,37 @@
 Calls go through `storyapp.modelclient.client_for`, which re-checks the
 endpoint allowlist at call time; failures are worded by its `describe`.
 Vectors are stored as little-endian float32 bytes with the model's name, so
-a query never meets a vector from another model.
+a query never meets a vector from another model. The reply is untrusted: any
+shape but one flat, finite vector per text fails with a reason, never a crash.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Iterator, Sequence
 
 import httpx
 import numpy as np
 import openai
 
-from storyapp.modelclient import client_for, describe
+from storyapp.modelclient import (
+    POOLING_ADVICE,
+    client_for,
+    describe,
+    endpoint_for,
+    is_temporary,
+)
 from storyapp.models import Campaign, EndpointProfile
-from storyapp.prompting import endpoint_for
 
 #: Passages per request: large enough to amortise the round trip, small
 #: enough to stay under common request-size limits.
 BATCH_SIZE = 64
 DTYPE = np.dtype("<f4")
+
+#: The query embedding gets at most this long, whatever the profile allows:
+#: a stalled endpoint must cost the semantic half, not the turn's patience.
+QUERY_EMBED_TIMEOUT = 15.0
 
 
 class EmbeddingUnavailable(Exception):
@@ -73,37 +85,126 @@ def embed(
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
         try:
-            response = client.embeddings.create(model=model, input=batch)
+            # Naming the format (the client's own default) stops the client
+            # decoding the reply itself, which crashes on a malformed one;
+            # `_vectors` decodes it and says what is wrong instead.
+            response = client.embeddings.create(model=model, input=batch, encoding_format="base64")
         except openai.OpenAIError as exc:
             raise _translate(exc, profile) from exc
         except httpx.HTTPError as exc:
             raise EmbeddingUnavailable(describe(exc, profile)) from exc
-        data = sorted(response.data, key=lambda item: item.index)
-        if len(data) != len(batch):
+        except ValueError as exc:  # a body that is not valid JSON
+            raise _unusable(profile, f"the reply could not be read ({exc})") from exc
+        vectors = _vectors(response, profile)
+        if len(vectors) != len(batch):
             raise EmbeddingFailed(
-                f"The embedding model “{model}” returned {len(data)} vectors for {len(batch)} passages."
+                f"The embedding model “{model}” returned {len(vectors)} vectors for {len(batch)} passages."
             )
-        for item in data:
-            vector = to_bytes(item.embedding)
+        for vector in vectors:
             if dimensions is None:
-                dimensions = len(vector) // DTYPE.itemsize
-            if not dimensions or len(vector) != dimensions * DTYPE.itemsize:
-                raise EmbeddingFailed(f"The embedding model “{model}” returned vectors of differing sizes.")
-            yield vector
+                dimensions = vector.size
+            if vector.size != dimensions:
+                raise EmbeddingFailed(
+                    f"The embedding model “{model}” returned vectors of differing sizes "
+                    f"({dimensions} and {vector.size} numbers)."
+                )
+            yield vector.tobytes()
         if on_batch is not None:
             on_batch(start + len(batch))
 
 
+def _vectors(response: object, profile: EndpointProfile) -> list[np.ndarray]:
+    """The reply's vectors in input order, each flat, finite float32.
+
+    1. `data` must be a non-empty list; it is ordered by `index` when every
+       item has an integer one, else taken as sent.
+    2. Each item's `embedding` must be one vector per text: a list of numbers
+       or base64 float32. A list of lists is one vector per token, from a
+       server running without pooling, which needs its own advice.
+    """
+    data = getattr(response, "data", None)
+    if not isinstance(data, list) or not data:
+        raise _unusable(profile, "it holds no vectors")
+    indexes = [getattr(item, "index", None) for item in data]
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+        data = [item for _, item in sorted(zip(indexes, data, strict=True), key=lambda pair: pair[0])]
+    return [_vector(getattr(item, "embedding", None), profile) for item in data]
+
+
+def _vector(embedding: object, profile: EndpointProfile) -> np.ndarray:
+    if embedding is None:
+        raise _unusable(profile, "an item has no vector")
+    if isinstance(embedding, str):
+        try:
+            raw = base64.b64decode(embedding, validate=True)
+        except binascii.Error:
+            raise _unusable(profile, "a vector is neither a list of numbers nor valid base64") from None
+        if not raw or len(raw) % DTYPE.itemsize:
+            raise _unusable(profile, f"a base64 vector is {len(raw)} bytes, not a whole number of float32 values")
+        vector = np.frombuffer(raw, dtype=DTYPE)
+    elif isinstance(embedding, list) and embedding and isinstance(embedding[0], list):
+        raise EmbeddingFailed(
+            f"The {_where(profile)} returned one vector per token, not one per text, for the embedding "
+            f"model “{profile.embedding_model.strip()}”: the server is running without pooling. {POOLING_ADVICE}"
+        )
+    elif not isinstance(embedding, list) or not embedding:
+        raise _unusable(profile, f"a vector is {_kind(embedding)} instead of a list of numbers")
+    elif not {type(value) for value in embedding} <= {float, int}:
+        raise _unusable(profile, "a vector holds values that are not numbers")
+    else:
+        vector = np.asarray(embedding, dtype=DTYPE)
+    if not np.isfinite(vector).all():
+        raise _unusable(profile, "a vector holds values that are not finite numbers (NaN or infinity)")
+    return vector
+
+
+def _kind(value: object) -> str:
+    kinds = {list: "an empty list", dict: "an object", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(value), f"a value of type {type(value).__name__}")
+
+
+def _unusable(profile: EndpointProfile, why: str) -> EmbeddingFailed:
+    return EmbeddingFailed(
+        f"The {_where(profile)} sent an unusable reply for the embedding model "
+        f"“{profile.embedding_model.strip()}”: {why}."
+    )
+
+
+def _where(profile: EndpointProfile) -> str:
+    return f"model endpoint “{profile.name}” ({profile.base_url})"
+
+
 def _translate(exc: openai.OpenAIError, profile: EndpointProfile) -> Exception:
     """Temporary failures are retried with backoff; the rest fail the job now."""
-    where = f"the model endpoint “{profile.name}” ({profile.base_url})"
-    if isinstance(exc, openai.NotFoundError):
-        return EmbeddingFailed(
-            f"{where} does not know the embedding model “{profile.embedding_model}” (404). "
-            "Check the embedding model name on the endpoint profile."
-        )
-    if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)):
-        return EmbeddingUnavailable(describe(exc, profile))
-    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-        return EmbeddingUnavailable(describe(exc, profile))
-    return EmbeddingFailed(describe(exc, profile))
+    message = describe(exc, profile, model=profile.embedding_model.strip())
+    if isinstance(exc, openai.BadRequestError) and "pooling" in str(exc).lower():
+        # llama-server refuses /v1/embeddings when pooling is off ("Pooling
+        # type 'none' is not OAI compatible"), instead of sending token vectors.
+        return EmbeddingFailed(f"{message} {POOLING_ADVICE}")
+    return EmbeddingUnavailable(message) if is_temporary(exc) else EmbeddingFailed(message)
+
+
+def for_retrieval(profile: EndpointProfile | None) -> dict:
+    """What retrieval is handed to search semantically (as keyword
+    arguments): the profile's embedding model and a function that embeds the
+    scene's text; neither when the profile has no embedding model."""
+    if profile is None or not profile.embedding_model.strip():
+        return {"embedding_model": "", "embed_query": None}
+
+    def embed_query(text: str) -> tuple[np.ndarray | None, str]:
+        """The query's vector, or None and why. Any failure costs only the
+        semantic path, never the turn."""
+        try:
+            client = client_for(profile, timeout=min(float(profile.timeout_seconds), QUERY_EMBED_TIMEOUT))
+            response = client.embeddings.create(
+                model=profile.embedding_model.strip(), input=[text], encoding_format="base64"
+            )
+            return _vectors(response, profile)[0], ""
+        except (EmbeddingFailed, EmbeddingUnavailable) as exc:
+            return None, str(exc)
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            return None, describe(exc, profile, model=profile.embedding_model.strip())
+        except Exception as exc:  # the allowlist, a malformed reply: never the turn
+            return None, f"{type(exc).__name__}: {exc}"
+
+    return {"embedding_model": profile.embedding_model.strip(), "embed_query": embed_query}

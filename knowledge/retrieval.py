@@ -51,15 +51,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import httpx
 import numpy as np
-import openai
 from django.db import connection
 
 from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult, Rejection
-from storyapp.models import EndpointProfile
 
 from . import lexical, selectors, termstats
 from .embeddings import DTYPE
@@ -90,9 +88,6 @@ REDUNDANT_SIMILARITY = 0.93
 #: Always-included Canon passages loaded per turn; inject caps what is shown
 #: at 20 % of the budget, this only keeps the read bounded.
 ALWAYS_LIMIT = 200
-#: The query embedding gets at most this long, whatever the profile allows:
-#: a stalled endpoint must cost the semantic half, not the turn's patience.
-QUERY_EMBED_TIMEOUT = 15.0
 #: Libraries kept in memory per process (a 100,000-passage library at 384
 #: dimensions is 150 MB).
 CACHED_LIBRARIES = 4
@@ -110,18 +105,28 @@ class Retrieval:
     decisions: tuple[dict, ...] = ()
 
 
+#: Turns the scene's text into its query vector, or returns None and why
+#: (knowledge.embeddings.for_retrieval builds one from an endpoint profile).
+EmbedQuery = Callable[[str], tuple["np.ndarray | None", str]]
+
+
 def retrieve(
     *,
     campaign_id: int,
-    profile: EndpointProfile | None,
     query: QueryInputs,
+    embedding_model: str = "",
+    embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
 ) -> KnowledgeResult:
     """The ranked, deduplicated passages this campaign's library offers for
-    this turn. `profile` supplies the embedding model (None: lexical only);
-    `query_vector` skips the embedding call (the benchmark). Never raises for
-    an endpoint failure."""
-    worked = explain(campaign_id=campaign_id, profile=profile, query=query, query_vector=query_vector, decisions=True)
+    this turn. `embedding_model` names the vectors to search ("" for lexical
+    only) and `embed_query` makes the query's, called only when the semantic
+    path can run; `query_vector` is one made already (the benchmark). Never
+    raises for an endpoint failure."""
+    worked = explain(
+        campaign_id=campaign_id, query=query, embedding_model=embedding_model,
+        embed_query=embed_query, query_vector=query_vector, decisions=True,
+    )
     rejected = [d for d in worked.decisions if not d["admitted"] and "passage" in d]
     return replace(worked.result, rejections=tuple(_rejection(d) for d in rejected[:REJECTIONS_KEPT]))
 
@@ -151,8 +156,9 @@ def semantic_floor(model: str) -> float | None:
 def explain(
     *,
     campaign_id: int,
-    profile: EndpointProfile | None,
     query: QueryInputs,
+    embedding_model: str = "",
+    embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
     decisions: bool = False,
 ) -> Retrieval:
@@ -164,7 +170,7 @@ def explain(
     4. Rank the survivors; suppress near-duplicates within a class.
     """
     q = assemble(query)
-    model = profile.embedding_model.strip() if profile is not None else ""
+    model = embedding_model.strip()
     floor = semantic_floor(model)
 
     stamp = selectors.library_stamp(campaign_id)
@@ -178,7 +184,7 @@ def explain(
         hits = _confirmed(
             lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES), q
         )
-    semantic, note, library = _semantic(campaign_id, profile, model, floor, q, query_vector, stamp)
+    semantic, note, library = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
 
     # ---- admission: per passage, per path, never against the others
     admitted: dict[int, dict] = {}
@@ -435,7 +441,7 @@ def _decisions(record, admitted, rows, kept, suppressed, floor) -> list[dict]:
 
 def _semantic(
     campaign_id: int,
-    profile: EndpointProfile | None,
+    embed_query: EmbedQuery | None,
     model: str,
     floor: float | None,
     q: Query,
@@ -467,7 +473,9 @@ def _semantic(
             + (f" {why}" if why else "")
         ), None
     if query_vector is None:
-        query_vector, failure = _embed_query(profile, q.semantic_text)
+        if embed_query is None:
+            return [], "No query embedder was given, so retrieval is lexical only this turn.", None
+        query_vector, failure = embed_query(q.semantic_text)
         if query_vector is None:
             return [], f"Semantic retrieval unavailable this turn: {failure}", None
     query_vector = np.asarray(query_vector, dtype=DTYPE)
@@ -477,20 +485,6 @@ def _semantic(
             f"{library.dimensions}; semantic retrieval skipped this turn."
         ), None
     return library.top(query_vector, SEMANTIC_CANDIDATES), "", library
-
-
-def _embed_query(profile: EndpointProfile, text: str) -> tuple[np.ndarray | None, str]:
-    """The query's vector, or None and why. Any failure costs only this path."""
-    from storyapp.modelclient import client_for, describe
-
-    try:
-        client = client_for(profile, timeout=min(float(profile.timeout_seconds), QUERY_EMBED_TIMEOUT))
-        response = client.embeddings.create(model=profile.embedding_model.strip(), input=[text])
-        return np.asarray(response.data[0].embedding, dtype=DTYPE), ""
-    except (openai.OpenAIError, httpx.HTTPError) as exc:
-        return None, describe(exc, profile)
-    except Exception as exc:  # the allowlist, a malformed reply: never the turn
-        return None, f"{type(exc).__name__}: {exc}"
 
 
 @dataclass

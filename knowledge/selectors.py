@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import numpy as np
 from django.db.models import Count, Sum
 
 from storyapp.models import Campaign
 
 from . import embeddings
-from .models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource, WorkerHeartbeat
+from .models import IndexJob, KnowledgeChunk, KnowledgeSource, WorkerHeartbeat
 
 #: A worker whose heartbeat row is older than this is not counted as alive.
 WORKER_ALIVE_WITHIN = timedelta(seconds=45)

@@ -12,13 +12,12 @@ happened and what to do, never a stack trace or the API key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-
 import atexit
 import re
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import httpx
 import openai
@@ -118,6 +117,7 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     """The failure in the reader's words. `model` names the model the call
     asked for, when it was not the chat model (an embedding call)."""
     where = f"the model endpoint “{profile.name}” ({profile.base_url})"
+    kind = "embedding model" if model else "model"
     model = model or profile.chat_model
     if isinstance(exc, openai.APITimeoutError):
         return (
@@ -131,7 +131,7 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     if isinstance(exc, openai.PermissionDeniedError):
         return f"{where} refused access to the model (403)."
     if isinstance(exc, openai.NotFoundError):
-        return f"{where} does not know the model “{model}” (404). Check the model name on the endpoint profile."
+        return f"{where} does not know the {kind} “{model}” (404). Check the {kind} name on the endpoint profile."
     if isinstance(exc, openai.RateLimitError):
         return f"{where} is rate limiting requests (429). Wait a moment, then press Retry."
     if isinstance(exc, openai.BadRequestError):
@@ -139,6 +139,18 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     if isinstance(exc, openai.APIStatusError):
         return f"{where} failed with an error ({exc.status_code}). Press Retry to try again."
     return f"{where} failed: {exc.__class__.__name__}. Press Retry to try again."
+
+
+#: How to make llama.cpp pool token vectors into one per text. llama-server
+#: takes `--pooling`; llama-cpp-python's server has no pooling setting (its
+#: llama_cpp/server/settings.py), but a model metadata override sets the
+#: pooling type llama.cpp otherwise reads from the GGUF file.
+POOLING_ADVICE = (
+    "Restart the server with pooling: llama.cpp's llama-server with `--embeddings --pooling mean`; "
+    "llama-cpp-python's server, which has no pooling option, with "
+    "`--embedding true --kv_overrides ARCH.pooling_type=int:1`, where ARCH is the model's architecture "
+    "(general.architecture in the GGUF file, e.g. llama or qwen2)."
+)
 
 
 def is_temporary(exc: Exception) -> bool:
@@ -526,14 +538,15 @@ def check_connection(profile: EndpointProfile) -> ConnectionCheck:
         vector = response.data[0].embedding
     except (openai.OpenAIError, httpx.HTTPError) as exc:
         check.embedding_error = describe(exc, profile, model=model)
+        if "pooling" in str(exc).lower():
+            check.embedding_error += f" {POOLING_ADVICE}"
         return check
     except (IndexError, AttributeError, TypeError):
         check.embedding_error = f"The server's answer for “{model}” held no vector."
         return check
     if vector and isinstance(vector[0], list):
         check.embedding_error = (
-            f"The server returned one vector per token for “{model}”, not one per text: start it with "
-            "pooling on (llama.cpp: --pooling mean)."
+            f"The server returned one vector per token for “{model}”, not one per text. {POOLING_ADVICE}"
         )
     elif isinstance(vector, list) and vector:
         check.embedding_width = len(vector)

@@ -236,6 +236,7 @@ def knowledge_for(
     """The campaign library's passages for this turn. Never fails the turn:
     an endpoint failure is already a note on the result, and anything else
     is logged and reported as a note with nothing supplied."""
+    from knowledge.embeddings import for_retrieval
     from knowledge.retrieval import retrieve
 
     inputs = query_inputs(campaign, position=position, state=state, player_text=player_text)
@@ -244,7 +245,7 @@ def knowledge_for(
     guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
     try:
         with guard:
-            return retrieve(campaign_id=campaign.pk, profile=profile, query=inputs)
+            return retrieve(campaign_id=campaign.pk, query=inputs, **for_retrieval(profile))
     except DatabaseError as exc:
         log.exception("Retrieval failed for campaign %s", campaign.pk)
         return records.KnowledgeResult(

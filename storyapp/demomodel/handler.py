@@ -98,6 +98,12 @@ class DemoHandler(BaseHTTPRequestHandler):
             return self._send_error(404, f"The model '{model_id}' does not exist.")
         self._send_json(200, _model_entry(model_id))
 
+    def _props(self, body: dict) -> None:
+        n_ctx = self.server.demo.n_ctx
+        if n_ctx is None:
+            return self._send_error(404, "No route for GET /props.")
+        self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
+
     def _chat(self, body: dict) -> None:
         """1. Validate and log. 2. Take the scripted step, else the directive
         in the last user message, else the default narration. 3. Stall, fail,
@@ -196,17 +202,26 @@ class DemoHandler(BaseHTTPRequestHandler):
         model = body.get("model") or EMBED_MODEL
         demo = self.server.demo
         demo._record({"path": "/v1/embeddings", "model": model, "input": given, "stream": False})
-        step = demo._take_embedding_step()
-        if step is not None:
-            if step.stall and demo._stopping.wait(step.stall):
-                self.close_connection = True
-                return
-            if step.status is not None:
-                return self._send_error(step.status, step.message, retry_after=step.retry_after)
+        step = demo._take_embedding_step() or Step()
+        if step.stall and demo._stopping.wait(step.stall):
+            self.close_connection = True
+            return
+        if step.status is not None:
+            return self._send_error(step.status, step.message, retry_after=step.retry_after)
+        if isinstance(step.payload, str):
+            return self._send_raw(200, step.payload.encode())
+        if step.payload is not None:
+            return self._send_json(200, step.payload)
+        dimensions = step.dimensions or dimensions
         data = []
         for index, text in enumerate(texts):
-            vector = embedding.embed(text, dimensions)
-            encoded = embedding.encode_base64(vector) if encoding == "base64" else vector
+            if step.per_token:
+                # A server without pooling: a list of per-token vectors, as
+                # floats whatever format was asked for (llama-cpp-python's way).
+                encoded = [embedding.embed(word, dimensions) for word in embedding.words(text)]
+            else:
+                vector = embedding.embed(text, dimensions)
+                encoded = embedding.encode_base64(vector) if encoding == "base64" else vector
             data.append({"object": "embedding", "index": index, "embedding": encoded})
         tokens = sum(len(embedding.words(text)) for text in texts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
@@ -241,7 +256,10 @@ class DemoHandler(BaseHTTPRequestHandler):
     # ---------------------------------------------------------------- writing
 
     def _send_json(self, status: int, payload: object, headers: dict | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict | None = None) -> None:
+        """`data` under a JSON content type, whether or not it is JSON."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -272,6 +290,7 @@ class DemoHandler(BaseHTTPRequestHandler):
 
 _ROUTES = {
     ("GET", "/v1/models"): DemoHandler._models_list,
+    ("GET", "/props"): DemoHandler._props,
     ("POST", "/v1/chat/completions"): DemoHandler._chat,
     ("POST", "/v1/embeddings"): DemoHandler._embeddings,
     ("GET", "/_demo/script"): DemoHandler._script_get,

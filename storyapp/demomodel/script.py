@@ -24,6 +24,14 @@ class Step:
     #: A stall mid-stream: after this many pieces, `pause` seconds of silence.
     pause_after: int | None = None
     pause: float = 0
+    #: Embeddings only. `per_token`: each text gets one vector per word, as
+    #: llama.cpp and llama-cpp-python send when started without pooling.
+    #: `dimensions`: the vectors' width, to keep such replies small.
+    #: `payload`: the whole 200 reply instead, to try malformed ones: JSON,
+    #: or a string sent as it is (under a JSON content type).
+    per_token: bool = False
+    dimensions: int | None = None
+    payload: dict | list | str | None = None
 
 
 _TYPES = {
@@ -37,6 +45,9 @@ _TYPES = {
     "delay": (int, float),
     "pause_after": int,
     "pause": (int, float),
+    "per_token": bool,
+    "dimensions": int,
+    "payload": (dict, list, str),
 }
 _DIRECTIVE = re.compile(r"\[\[demo:([\w.=]+)\]\]")
 
@@ -55,6 +66,8 @@ def step_from_json(data: object) -> Step:
             raise ValueError(f"step key {key!r} has the wrong type")
     if "status" in data and not 400 <= data["status"] <= 599:
         raise ValueError("status must be an HTTP error code, 400-599")
+    if "dimensions" in data and data["dimensions"] < 1:
+        raise ValueError("dimensions must be a positive integer")
     return Step(**data)
 
 

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from knowledge import calibration
+from knowledge.embeddings import for_retrieval
 from knowledge.models import EmbeddingCalibration
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
@@ -59,6 +60,23 @@ def test_a_dead_endpoint_fails_the_command_cleanly(endpoint, model):
     assert not EmbeddingCalibration.objects.exists()
 
 
+def test_a_server_without_pooling_fails_the_command_with_the_pooling_advice(endpoint, model):
+    model.script_embeddings({"per_token": True, "dimensions": 8})
+    with pytest.raises(CommandError) as failed:
+        calibrate(endpoint)
+    message = str(failed.value)
+    assert "returned one vector per token, not one per text" in message and "differing sizes" not in message
+    assert "--embeddings --pooling mean" in message and "--kv_overrides ARCH.pooling_type=int:1" in message
+    assert not EmbeddingCalibration.objects.exists()
+
+
+def test_a_malformed_reply_fails_the_command_cleanly(endpoint, model):
+    model.script_embeddings({"payload": {"object": "list", "data": []}})
+    with pytest.raises(CommandError, match="sent an unusable reply .*: it holds no vectors"):
+        calibrate(endpoint)
+    assert not EmbeddingCalibration.objects.exists()
+
+
 def test_an_uncalibrated_model_is_lexical_only_and_never_borrows_a_floor(alice, endpoint, model, library):
     calibrate(endpoint)
     other = EndpointProfileFactory(base_url=model.base_url, embedding_model="other-embed")
@@ -67,7 +85,7 @@ def test_an_uncalibrated_model_is_lexical_only_and_never_borrows_a_floor(alice, 
     model.clear_requests()
     result = retrieve(
         campaign_id=campaign.pk,
-        profile=other,
+        **for_retrieval(other),
         query=QueryInputs.build(state={}, recent=["The lighthouse keeper of Westhaven waves."]),
     )
     assert not result.semantic_calibrated and not result.semantic_used and result.semantic_floor == 0.0

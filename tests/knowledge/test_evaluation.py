@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from knowledge import retrieval, services
+from knowledge.embeddings import for_retrieval
 from storyapp import bundle, prompting
 from storyapp.models import Action
 from storyapp.services import current_state
@@ -79,7 +80,7 @@ def _admitted(path: Path, owner, profile=None) -> tuple[dict, set[str], set[str]
         services.source_index_now(source)
     head = Action.objects.filter(pk=campaign.head_id).first()
     inputs = prompting.query_inputs(campaign, position=head, state=current_state(campaign, head))
-    result = retrieval.retrieve(campaign_id=campaign.pk, profile=profile, query=inputs)
+    result = retrieval.retrieve(campaign_id=campaign.pk, query=inputs, **for_retrieval(profile))
     if profile is not None:
         assert result.semantic_used, result.semantic_note
     admitted = {_stem(c.filename) for c in (*result.candidates, *result.suppressed) if not c.always_include}

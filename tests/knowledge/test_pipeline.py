@@ -15,10 +15,22 @@ import pytest
 from django.utils import timezone
 
 from knowledge import embeddings, lexical, retrieval, services, tasks
-from knowledge.models import EmbeddingCalibration, IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from knowledge.embeddings import for_retrieval
+from knowledge.models import (
+    EmbeddingCalibration,
+    IndexJob,
+    KnowledgeChunk,
+    KnowledgeEmbedding,
+    KnowledgeSource,
+)
 from knowledge.query import QueryInputs
 from storyapp.demomodel.embedding import DIMENSIONS
-from tests.factories import CampaignFactory, EndpointProfileFactory, IndexJobFactory, KnowledgeSourceFactory
+from tests.factories import (
+    CampaignFactory,
+    EndpointProfileFactory,
+    IndexJobFactory,
+    KnowledgeSourceFactory,
+)
 
 OLD = "# Westhaven\n\n## The Harbour\n\nThe old harbour smells of tar."
 NEW = "# Westhaven\n\n## The Harbour\n\nThe new harbour smells of paint.\n\n## Tides\n\nTides run high."
@@ -323,7 +335,7 @@ def test_the_turn_says_why_semantic_retrieval_is_off(embedded_campaign, model, l
     model.script_embeddings({"status": 404})
     library(embedded_campaign, OLD)
     result = retrieval.retrieve(
-        campaign_id=embedded_campaign.pk, profile=embedded_campaign.endpoint,
+        campaign_id=embedded_campaign.pk, **for_retrieval(embedded_campaign.endpoint),
         query=QueryInputs.build(state={"scene": {"summary": "Tar on the quay."}}, recent=["I smell tar."], persona_name=""),
     )
     assert "lexical only" in result.semantic_note and "does not know the embedding model" in result.semantic_note

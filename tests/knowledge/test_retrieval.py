@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from knowledge import retrieval, services
+from knowledge.embeddings import for_retrieval
 from knowledge.query import QueryInputs
 from knowledge.retrieval import library_for, retrieve
 from tests.factories import CampaignFactory
@@ -37,7 +38,7 @@ def fantasy(embedded_campaign, library, calibrated):
 
 def ask(campaign, *recent, state=None, persona="Mara"):
     inputs = QueryInputs.build(state=SCENE if state is None else state, recent=list(recent), persona_name=persona)
-    return retrieve(campaign_id=campaign.pk, profile=campaign.endpoint, query=inputs)
+    return retrieve(campaign_id=campaign.pk, query=inputs, **for_retrieval(campaign.endpoint))
 
 
 def files(result):

@@ -95,7 +95,7 @@ def test_a_passage_is_found_by_its_rare_word_and_admitted_on_both_when_common_wo
     monkeypatch.setattr(termstats, "RANK_MATCHES", 5)
     library(campaign, harbour_library(30))
     inputs = QueryInputs.build(state={}, recent=["The harbour kraken stirs."], persona_name="Mara")
-    result = retrieval.retrieve(campaign_id=campaign.pk, profile=None, query=inputs)
+    result = retrieval.retrieve(campaign_id=campaign.pk, query=inputs)
     assert [c.chunk_index for c in result.candidates] == [7]
     assert set(result.candidates[0].matched_terms) == {"harbour", "kraken"}
     assert result.generated == 1

@@ -34,7 +34,13 @@ from django.utils import timezone
 from contextbuild import inject
 from knowledge import lexical
 from knowledge.benchdata import SyntheticLibrary
-from knowledge.models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from knowledge.embeddings import for_retrieval
+from knowledge.models import (
+    EmbeddingCalibration,
+    KnowledgeChunk,
+    KnowledgeEmbedding,
+    KnowledgeSource,
+)
 from knowledge.query import QueryInputs
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp.models import Campaign, EndpointProfile
@@ -139,7 +145,7 @@ class Command(BaseCommand):
             self._lexical += time.perf_counter() - started
 
     def _turn(self, campaign: Campaign, inputs: QueryInputs, vector: np.ndarray):
-        result = retrieve(campaign_id=campaign.pk, profile=self.profile, query=inputs, query_vector=vector)
+        result = retrieve(campaign_id=campaign.pk, query=inputs, query_vector=vector, **for_retrieval(self.profile))
         ready = inject.plan(result, BUDGET)
         ready = inject.select(ready, BUDGET - ready.protected_tokens - 700)
         inject.report(ready)

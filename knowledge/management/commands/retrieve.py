@@ -2,6 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from knowledge.embeddings import for_retrieval
 from knowledge.retrieval import explain
 from storyapp import modelclient, prompting
 from storyapp.models import Action, Campaign
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         inputs = prompting.query_inputs(
             found, position=head, state=current_state(found, head), player_text=player_text
         )
-        worked = explain(campaign_id=found.pk, profile=profile, query=inputs, decisions=True)
+        worked = explain(campaign_id=found.pk, query=inputs, decisions=True, **for_retrieval(profile))
         result = worked.result
         report = {
             "campaign": found.pk,

@@ -47,6 +47,7 @@ from contextbuild import build_context
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary
+from knowledge.embeddings import for_retrieval
 from knowledge.management.commands.bench_import import generated_markdown
 from knowledge.models import EmbeddingCalibration, KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
@@ -217,7 +218,7 @@ class Command(BaseCommand):
 
                 def one(profile=profile, turn=turn):
                     inputs, vector = queries[next(turn) % len(queries)]
-                    retrieve(campaign_id=campaign.pk, profile=profile, query=inputs, query_vector=vector)
+                    retrieve(campaign_id=campaign.pk, query=inputs, query_vector=vector, **for_retrieval(profile))
 
                 self.figures.append(figure(f"retrieval, {size:,} passages, {label}", "ms", timed(one, self.runs)))
         self._turn_overhead(campaign, f"{self.sizes[-1]:,}-passage library")
