@@ -86,7 +86,10 @@ def export(campaign: Campaign) -> dict:
             for s in sources
         ],
         "snapshots": [
-            {"action": _ref(s.action_id), "report": s.report, "system": s.system_text, "story": s.story_text}
+            {
+                "action": _ref(s.action_id), "report": s.report, "system": s.system_text, "story": s.story_text,
+                "messages": s.messages,
+            }
             for s in snapshots
         ],
     }
@@ -117,6 +120,17 @@ class _Action:
     kind: str
     text: str
     state: dict | None
+
+
+def _messages(item: dict, where: str) -> list[dict]:
+    """A snapshot's messages as sent: a list of {"role", "content"} strings;
+    absent in bundles from before the prompt was a conversation."""
+    messages = _require(item, "messages", list, where, optional=True) or []
+    for index, message in enumerate(messages):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)):
+            raise BundleError(f"{where}.messages[{index}] must be an object with a string role and content.")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
 def _require(mapping: dict, key: str, kind, where: str, *, optional: bool = False):
@@ -193,6 +207,7 @@ def validate(bundle) -> dict:
             "report": _require(item, "report", dict, where),
             "system": _text(item, "system", where),
             "story": _text(item, "story", where),
+            "messages": _messages(item, where),
         })
     return {
         "campaign": {
@@ -317,7 +332,10 @@ def _write(plan: dict, owner) -> Campaign:
         except knowledge.DuplicateSource:
             continue  # the same text twice in one bundle: one source carries it
     ContextSnapshot.objects.bulk_create(
-        ContextSnapshot(action=created[s["action"]], report=s["report"], system_text=s["system"], story_text=s["story"])
+        ContextSnapshot(
+            action=created[s["action"]], report=s["report"], system_text=s["system"], story_text=s["story"],
+            messages=s["messages"],
+        )
         for s in plan["snapshots"]
     )
     return campaign

@@ -98,6 +98,45 @@ class DemoHandler(BaseHTTPRequestHandler):
             return self._send_error(404, f"The model '{model_id}' does not exist.")
         self._send_json(200, _model_entry(model_id))
 
+    def _completions(self, body: dict) -> None:
+        """Text completions, for profiles in completions mode: the prompt is
+        narrated as a chat's last user message would be, streamed as `text`
+        chunks; a reply stops where `stop` says (the reader's label)."""
+        demo = self.server.demo
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            return self._send_error(400, "'prompt' must be a non-empty string.")
+        limit = body.get("max_tokens")
+        stream = body.get("stream") is True
+        model = body.get("model") or CHAT_MODEL
+        demo._record({"path": "/v1/completions", "model": model, "prompt": prompt, "stream": stream,
+                      "max_tokens": limit, "stop": body.get("stop"), "received": self.received})
+        step = demo._take_step() or Step()
+        if step.status is not None:
+            return self._send_error(step.status, step.message, retry_after=step.retry_after)
+        reply = step.reply if step.reply is not None else narration.narrate([{"role": "user", "content": prompt}])
+        finish = "stop"
+        if isinstance(limit, int) and limit > 0 and narration.count_tokens(reply) > limit:
+            reply, finish = narration.truncate_tokens(reply, limit), "length"
+        head = {"id": f"cmpl-demo-{demo._next_id()}", "created": int(time.time()), "model": model}
+        usage = _usage(narration.count_tokens(prompt), narration.count_tokens(reply))
+        if not stream:
+            choice = {"index": 0, "text": reply, "logprobs": None, "finish_reason": finish}
+            return self._send_json(200, {**head, "object": "text_completion", "choices": [choice], "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        text_chunk = {**head, "object": "text_completion"}
+        for piece in narration.pieces(reply):
+            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": None}
+            self._send_chunk(_event({**text_chunk, "choices": [choice]}))
+        tail = _event({**text_chunk, "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage") is True:
+            tail += _event({**text_chunk, "choices": [], "usage": usage})
+        self._send_chunk(tail + b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
     def _props(self, body: dict) -> None:
         n_ctx = self.server.demo.n_ctx
         if n_ctx is None:
@@ -292,6 +331,7 @@ _ROUTES = {
     ("GET", "/v1/models"): DemoHandler._models_list,
     ("GET", "/props"): DemoHandler._props,
     ("POST", "/v1/chat/completions"): DemoHandler._chat,
+    ("POST", "/v1/completions"): DemoHandler._completions,
     ("POST", "/v1/embeddings"): DemoHandler._embeddings,
     ("GET", "/_demo/script"): DemoHandler._script_get,
     ("POST", "/_demo/script"): DemoHandler._script_add,

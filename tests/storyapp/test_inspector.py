@@ -142,3 +142,23 @@ def test_the_inspector_lists_rejected_passages_with_their_reasons_and_counts_tha
     assert "tides.md · Tides · passage 2" in page and "one meaningful term, not a rare one" in page
     hidden = page[page.index("secret.md") - 200:page.index("secret.md")]
     assert '<details class="spoiler">' in hidden and "reveal" in hidden
+
+
+def test_the_inspector_shows_each_message_as_sent_with_its_speaker(client, campaign, turn):
+    turn("I walk to the quay.")
+    narration = turn("I hail the ferryman.")
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "Messages, exactly as sent" in page
+    speakers = [m["role"] for m in narration.snapshot.messages]
+    assert speakers[:3] == ["system", "user", "assistant"] and speakers[-1] == "user"
+    assert page.count("</summary>\n    <pre>") >= len(speakers)
+    assert "1. System" in page and "2. Reader" in page and "3. Narrator" in page
+
+
+def test_consecutive_turns_keep_the_same_prefix(campaign, turn):
+    first = turn("I walk to the quay.")
+    second = turn("I hail the ferryman.")
+    before, after = first.snapshot.messages, second.snapshot.messages
+    assert after[: len(before) - 1] == before[:-1]
+    assert after[len(before) - 1]["content"].endswith("I walk to the quay.")

@@ -193,3 +193,21 @@ def campaign_with_turn(alice, model, django_capture_on_commit_callbacks):
 
     play.again = again
     return play
+
+
+def test_a_completions_profile_sends_one_labelled_text_and_stores_it(alice, model, django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from storyapp import services
+
+    profile = EndpointProfileFactory(base_url=model.base_url, api_mode=EndpointProfile.ApiMode.COMPLETIONS)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    with django_capture_on_commit_callbacks(execute=True):
+        _, narration = services.turn_submit(campaign=campaign, text="I walk to the quay.", now=timezone.now())
+    narration.refresh_from_db()
+    [sent] = [r for r in model.requests() if r["path"] == "/v1/completions"]
+    assert narration.status == "done" and narration.text
+    assert sent["prompt"].endswith("Reader: I walk to the quay.\n\nNarrator:")
+    assert "\nReader:" in sent["stop"]
+    assert narration.snapshot.messages == [{"role": "prompt", "content": sent["prompt"]}]
+    assert narration.snapshot.report["tokens"]["server_prompt_tokens"] > 0
