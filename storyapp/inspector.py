@@ -212,7 +212,9 @@ def passage_key(record: dict) -> str:
 def _keys(report: dict) -> dict[str, set[str]]:
     report = readable(report)
     return {
-        "sections": {s["label"] for s in report["sections"]},
+        # By kind, not by label: "Story so far (10 messages)" is the same
+        # section as last turn's "(8 messages)".
+        "sections": {label(s["id"]) for s in report["sections"]},
         "passages": {passage_key(p) for p in report["knowledge"]["used"]},
         "memories": {str(m.get("text", "")) for m in report["memories"]["used"]},
     }

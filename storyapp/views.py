@@ -453,7 +453,7 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
         "action": action,
         "snapshot": snapshot,
         "report": report,
-        "messages": inspector.messages(snapshot),
+        "sent_messages": inspector.messages(snapshot),
         "bars": inspector.budget_bars(snapshot.report),
         "knowledge": report["knowledge"],
         "changes": inspector.diff(snapshot.report, previous.report if previous else None),

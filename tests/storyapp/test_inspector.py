@@ -154,6 +154,7 @@ def test_the_inspector_shows_each_message_as_sent_with_its_speaker(client, campa
     assert speakers[:3] == ["system", "user", "assistant"] and speakers[-1] == "user"
     assert page.count("<pre tabindex=\"0\" aria-label=\"Message ") == len(speakers)
     assert "1. System" in page and "2. Reader" in page and "3. Narrator" in page
+    assert "{&#x27;role&#x27;" not in page and '<ul class="messages">' not in page  # not the flash-message list
 
 
 def test_consecutive_turns_keep_the_same_prefix(campaign, turn):
@@ -162,3 +163,10 @@ def test_consecutive_turns_keep_the_same_prefix(campaign, turn):
     before, after = first.snapshot.messages, second.snapshot.messages
     assert after[: len(before) - 1] == before[:-1]
     assert after[len(before) - 1]["content"].endswith("I walk to the quay.")
+
+
+def test_a_longer_history_is_not_reported_as_a_section_that_changed(campaign, turn):
+    first = turn("I walk to the quay.")
+    second = turn("I hail the ferryman.")
+    changes = inspector.diff(second.snapshot.report, first.snapshot.report)
+    assert changes["sections"] == {"entered": [], "left": []}
