@@ -63,11 +63,13 @@ REPLY_PRIMING = 5
 #: above our count; once measured, the measured ratio plus RATIO_MARGIN.
 UNMEASURED_RATIO = 1.08
 RATIO_MARGIN = 0.03
-#: When history must drop its oldest actions, it drops this share of its room
-#: more than it has to, and keeps that starting point (the anchor) while the
-#: story grows into the slack: the prompt's prefix, which a server's cache
-#: reuses, then changes once every several turns instead of on every turn.
+#: When history must drop its oldest actions, it drops more than it has to (at
+#: least this share of its room, or the newest SLACK_MESSAGES' worth), and
+#: keeps that starting point (the anchor) while the story grows into the
+#: slack: the prompt's prefix, which a server's cache reuses, then changes
+#: once every few turns instead of on every turn.
 HISTORY_SLACK = 0.25
+SLACK_MESSAGES = 4
 #: How many of the largest protected parts an overflow message names.
 OVERFLOW_PARTS = 5
 
@@ -290,7 +292,8 @@ def _fit_history(actions: tuple[HistoryAction, ...], budget: int, *, anchor=None
     the previous turn's first action (`anchor`) if all from there still fits,
     so the prompt's prefix is the one the server cached last turn. When it
     does not (or there is none), the oldest actions are dropped until the rest
-    fits in (1 - HISTORY_SLACK) of the room, and that start is the next anchor.
+    leaves room for about two more turns (HISTORY_SLACK of the room at least,
+    half at most), and that start is the next anchor.
     If even the newest action alone is too long, its end is kept: the latest
     words are what the next turn continues from.
     """
@@ -306,7 +309,10 @@ def _fit_history(actions: tuple[HistoryAction, ...], budget: int, *, anchor=None
     if anchor in ids and suffix[ids.index(anchor)] <= budget:
         start = ids.index(anchor)
         return _History(tuple(counted[start:]), suffix[start], False, anchor_kept=True)
-    room = int(budget * (1 - HISTORY_SLACK))
+    # Room for at least two more turns (four messages the size of the
+    # newest), within a quarter to a half of the budget.
+    recent = sum(_cost(a) for a in counted[-SLACK_MESSAGES:])
+    room = budget - min(max(int(budget * HISTORY_SLACK), recent), budget // 2)
     start = next((i for i in range(len(counted)) if suffix[i] <= room), len(counted))
     if start < len(counted):
         return _History(tuple(counted[start:]), suffix[start], False)

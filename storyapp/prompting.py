@@ -161,9 +161,9 @@ def history_anchor(narration: Action | None):
     contextbuild's `_fit_history`), or None."""
     if narration is None:
         return None
-    report = ContextSnapshot.objects.filter(action=narration).values_list("report", flat=True).first()
-    history = (report or {}).get("history") if isinstance(report, dict) else None
-    return history.get("anchor") if isinstance(history, dict) else None
+    # Only the one key: a report holds the whole prompt.
+    anchor = ContextSnapshot.objects.filter(action=narration).values_list("report__history__anchor", flat=True).first()
+    return anchor if isinstance(anchor, (int, str)) and not isinstance(anchor, bool) else None
 
 
 def turn_inputs(

@@ -211,3 +211,17 @@ def test_a_completions_profile_sends_one_labelled_text_and_stores_it(alice, mode
     assert "\nReader:" in sent["stop"]
     assert narration.snapshot.messages == [{"role": "prompt", "content": sent["prompt"]}]
     assert narration.snapshot.report["tokens"]["server_prompt_tokens"] > 0
+
+
+def test_a_story_longer_than_the_window_keeps_its_history_anchor_between_turns(campaign_with_turn):
+    campaign, first = campaign_with_turn(budget=1300)
+    reports = [first.snapshot.report]
+    for text in ("I wait.", "I hail the ferryman.", "I count the gulls.", "I step aboard.", "I look back.") * 2:
+        reports.append(campaign_with_turn.again(campaign, text).snapshot.report)
+    histories = [r["history"] for r in reports]
+    assert any(h["oldest_truncated"] is False and h["included"] < h["total"] for h in histories)
+    kept = [h for h in histories[1:] if h["anchor_kept"]]
+    assert kept, histories
+    for before, after in zip(reports, reports[1:]):
+        if after["history"]["anchor_kept"]:
+            assert after["history"]["anchor"] == before["history"]["anchor"]
