@@ -43,7 +43,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         matrix = np.vstack(vectors)
         measured = calibration.measure(matrix[: len(topics)], matrix[len(topics) :])
-        self.stdout.write(f"Model {model} via {profile.name} ({profile.base_url}), {len(topics)} topics")
+        self.stdout.write(
+            f"Model {model} via {profile.name} ({profile.base_url}), {len(topics)} topics, "
+            f"vectors of {matrix.shape[1]} numbers"
+        )
         self.stdout.write(f"{'':<10}{'pairs':>7}{'min':>8}{'p10':>8}{'median':>8}{'p90':>8}{'p95':>8}{'max':>8}")
         for label, stats in (("related", measured.related), ("unrelated", measured.unrelated)):
             self.stdout.write(
