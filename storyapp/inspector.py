@@ -141,6 +141,17 @@ def messages(snapshot) -> list[dict]:
     ]
 
 
+def _state_events(value) -> dict | None:
+    if not isinstance(value, dict):
+        return None
+    refused = value.get("refused")
+    return {
+        "applied": _dicts(value.get("applied")),
+        "refused": [str(r) for r in refused] if isinstance(refused, list) else [],
+        "note": str(value.get("note") or ""),
+    }
+
+
 def readable(report) -> dict:
     """The report with every part the inspector reads in the shape it expects.
 
@@ -166,6 +177,7 @@ def readable(report) -> dict:
         "window": _dict(report.get("window")),
         "history": _dict(report.get("history")),
         "summary": _dict(report.get("summary")),
+        "state_events": _state_events(report.get("state_events")),
         "memories": {"used": _dicts(_dict(report.get("memories")).get("used"))},
         "sections": sections,
         "knowledge": {

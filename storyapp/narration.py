@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from contextbuild import ContextOverflow, build_context
 from contextbuild.rules import strip_echoed_instructions
+from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
 
 from . import modelclient, prompting, stateblock
@@ -163,7 +164,7 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
     """Stores the outcome and the snapshot. A stopped narration keeps the
     text the reader saw when they pressed Stop (the row's), not what the
     model sent after it; a stop also outranks the error a cut stream raises."""
-    prose, _block = stateblock.split(raw)
+    prose, block = stateblock.split(raw)
     stopped = stopped or Action.objects.filter(pk=action.pk, stop_requested=True).exists()
     if stopped:
         prose = Action.objects.values_list("text", flat=True).get(pk=action.pk)
@@ -177,12 +178,21 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
         status = Action.Status.DONE
     else:
         status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
+    changes = {}
+    if status == Action.Status.DONE:
+        # A finished reply's block moves the state this action stores; a
+        # stopped or failed one leaves it as the turn found it.
+        forbidden = tuple((c.get("from", ""), c.get("to", "")) for c in action.campaign.forbidden_status_changes)
+        outcome = apply_block(action.state, block, forbidden=forbidden)
+        changes = {"state": outcome.state, "state_rejections": list(outcome.refused)}
+        built.report["state_events"] = outcome.as_record()
     Action.objects.filter(pk=action.pk).update(
         text=prose,
         token_count=count_tokens(prose),
         status=status,
         error=failure or "",
         heartbeat=None,
+        **changes,
     )
     ContextSnapshot.objects.update_or_create(
         action=action,
