@@ -28,8 +28,8 @@ from django_htmx.http import trigger_client_event
 from . import bundle, inspector, lineage, narration, selectors, services, storyexport
 from .access import action_for, campaign_for
 from .forms import ActionEditForm, BundleUploadForm, CampaignForm, MemoryForm, TurnForm
-from .models import Action, Campaign, ContextSnapshot
 from .modelclient import endpoint_for
+from .models import Action, Campaign, ContextSnapshot
 
 STORY_PAGE = 60
 STREAM_POLL_SECONDS = 0.2
