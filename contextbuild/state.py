@@ -110,12 +110,20 @@ def _scene(state: dict, event: dict, banned) -> str:
     return ""
 
 
+def _lookup(state: dict, table: str, key) -> tuple[str, dict, dict | None]:
+    """(why the id is refused or "", the state's table, the known record)."""
+    if not isinstance(key, str) or not _ID.match(key):
+        return f"the id {json.dumps(key)} is not lowercase letters, digits, - or _", {}, None
+    records = state.get(table) if isinstance(state.get(table), dict) else {}
+    known = records.get(key) if isinstance(records.get(key), dict) else None
+    return "", records, known
+
+
 def _entity(state: dict, event: dict, banned) -> str:
     key = event.get("id")
-    if not isinstance(key, str) or not _ID.match(key):
-        return f"the id {json.dumps(key)} is not lowercase letters, digits, - or _"
-    entities = state.get("entities") if isinstance(state.get("entities"), dict) else {}
-    known = entities.get(key) if isinstance(entities.get(key), dict) else None
+    why, entities, known = _lookup(state, "entities", key)
+    if why:
+        return why
     name = _text(event.get("name"))
     if known is None and not name:
         return f"“{key}” is new and has no name"
@@ -141,10 +149,9 @@ def _entity(state: dict, event: dict, banned) -> str:
 
 def _thread(state: dict, event: dict, banned) -> str:
     key = event.get("id")
-    if not isinstance(key, str) or not _ID.match(key):
-        return f"the id {json.dumps(key)} is not lowercase letters, digits, - or _"
-    threads = state.get("threads") if isinstance(state.get("threads"), dict) else {}
-    known = threads.get(key) if isinstance(threads.get(key), dict) else None
+    why, threads, known = _lookup(state, "threads", key)
+    if why:
+        return why
     status = _text(event.get("status")).lower() or "open"
     if status not in THREAD_STATUSES:
         return f"the status {json.dumps(event.get('status'))} is not open or resolved"

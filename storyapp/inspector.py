@@ -121,8 +121,9 @@ def _sections(report: dict) -> list[dict]:
             section_id, text = "history", f"{speaker}: {text}"
         sections.append({
             "id": section_id, "label": label(section_id), "block": block,
-            "tokens": _int(section.get("tokens")), "text": text, "hidden": HIDDEN_MARKER in text, "count": 1,
+            "tokens": _int(section.get("tokens")), "text": text, "count": 1,
         })
+    # After merging: a merged history row holds narrator-only lore if any part does.
     for section in sections:
         section["hidden"] = HIDDEN_MARKER in section["text"]
     return sections
