@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import string
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,13 +111,20 @@ def reembed_outdated_demo_vectors(profile: EndpointProfile) -> int:
     return count
 
 
+def readable_password(length: int = 12) -> str:
+    """Letters and digits only: a reader types it from the terminal, and a leading
+    dash (which token_urlsafe can produce) reads as an option to command-line tools."""
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
 def ensure_reader(password_file: Path) -> tuple[str, str | None]:
     """The demo login: (username, password), the password None when the reader changed it."""
     User = get_user_model()
     user = User.objects.filter(username=DEMO_USERNAME).first()
     stored = password_file.read_text().strip() if password_file.exists() else ""
     if user is None:
-        stored = secrets.token_urlsafe(9)
+        stored = readable_password()
         User.objects.create_superuser(username=DEMO_USERNAME, email="", password=stored)
         password_file.write_text(stored)
         password_file.chmod(0o600)

@@ -35,6 +35,7 @@ def test_with_no_model_the_scripted_demo_runs_beside_web_and_worker(db, monkeypa
     printed = out.getvalue()
     password = printed.split("Password:")[1].split()[0]
     assert get_user_model().objects.get(username="reader").check_password(password)
+    assert password.isalnum(), "a printed password is typed and passed to tools; a leading dash reads as an option"
     assert f"serve_demo_model --port {port}" in procfile.read_text()
     profile = EndpointProfile.objects.get(is_default=True)
     assert profile.is_scripted_demo and profile.base_url == f"http://127.0.0.1:{port}/v1"
@@ -58,3 +59,8 @@ def test_demo_vectors_of_an_older_width_are_re_embedded_on_setup(alice, endpoint
         assert demo.reembed_outdated_demo_vectors(endpoint) == 1
     assert set(KnowledgeEmbedding.objects.values_list("dimensions", flat=True)) == {DIMENSIONS}
     assert demo.reembed_outdated_demo_vectors(endpoint) == 0
+
+
+def test_demo_passwords_are_letters_and_digits_only():
+    passwords = {demo.readable_password() for _ in range(500)}
+    assert len(passwords) == 500 and all(p.isalnum() and len(p) == 12 for p in passwords)
