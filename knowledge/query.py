@@ -1,4 +1,4 @@
-"""The retrieval query for one turn, and whether a passage's words admit it.
+"""The retrieval query for one turn, and what its words are worth.
 
 Pure: plain values in, plain values out, no ORM. `storyapp` reads the story
 (the narrative state at the position, the newest lineage actions, the
@@ -35,7 +35,8 @@ library (knowledge.termstats). Those still rank passages; they never admit
 one. Measured on hand-written libraries of about 45 passages and realistic
 scenes, ordinary narration shared two or more such words with nearly every
 passage, and off-topic scenes (a bakery, a backgammon game) retrieved whole
-libraries.
+libraries. `weigh_terms` states these facts per term; the rule that weighs
+them is knowledge.ranking's, which this module calls, never the reverse.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from contextbuild.tokens import encoding, truncate_to_last_tokens
+
+from .ranking import COMMON_WORD_RANK, Term, lexical_verdict
 
 #: How many of the newest lineage actions the query reads; further back is
 #: the summary's job.
@@ -69,29 +72,8 @@ MIN_TERM_LENGTH = 3
 #: (knowledge.termstats).
 SHORT_TERM = 4
 
-#: Lexical admission (`lexical_admits`): this many distinct meaningful terms
-#: admit a passage.
-LEXICAL_MIN_SIGNALS = 2
-#: Words that are a single cl100k token ranked below this are everyday
-#: English (`common_word`): they help rank, they never admit. Measured on
-#: three hand-written libraries and nineteen scenes: 10,000 got 14 right
-#: (ordinary prose still admitted off-topic passages), 30,000 got 15 (more
-#: scene words, such as "lens" and "tower", stopped counting), 15,000 got 18.
-COMMON_WORD_RANK = 15000
-#: Of the two meaningful terms that admit a passage, one must be rarer than
-#: this (or not a single token): two middling words ("hang", "pocket") are
-#: still chance in a page of prose, as a laundry scene showed by admitting a
-#: hidden file about a hanging. Every needed passage of the evaluation scenes
-#: held a word that is not a single token at all.
-RARE_WORD_RANK = 30000
+#: `word_rank` of a word that is not one token: rarer than any that is.
 NOT_A_TOKEN = 1 << 30
-#: A single term admits a passage on its own only if it is meaningful
-#: (`lexical_evidence`), is at least this long, and carries at least this share of the
-#: query's term occurrences: in practice a short query (a new campaign whose
-#: state names only a place) or a word the scene is about, never one word
-#: among sixty (a "tide" in a query about tide tables and container tonnage).
-LEXICAL_SINGLE_TERM_SHARE = 0.15
-LEXICAL_SINGLE_TERM_LENGTH = 4
 
 #: Common English words, which never become terms. Postgres's English
 #: configuration drops some of these and SQLite's FTS5 drops none, so the
@@ -358,14 +340,6 @@ def assemble(inputs: QueryInputs) -> Query:
     return Query(text=text, terms=tuple(chosen), shares=shares, standing=inputs.standing)
 
 
-def _standing_group_of(term: str, groups: Iterable[frozenset[str]]) -> int | None:
-    key = stem(term)
-    for index, group in enumerate(groups):
-        if key in group:
-            return index
-    return None
-
-
 @lru_cache(maxsize=65536)
 def word_rank(word: str) -> int:
     """How common `word` is in English: its cl100k token rank, or
@@ -379,52 +353,48 @@ def word_rank(word: str) -> int:
 
 
 def common_word(word: str) -> bool:
-    """An everyday English word: ranked below COMMON_WORD_RANK."""
+    """An everyday English word: ranked below knowledge.ranking.COMMON_WORD_RANK."""
     return word_rank(word) < COMMON_WORD_RANK
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """What a passage's matched terms amount to: the meaningful stems (and
-    which of them are rare words), the other non-standing terms (common
-    words), and the standing terms."""
-
-    meaningful: frozenset[str]
-    common: tuple[str, ...]
-    standing: tuple[str, ...]
-    rare: frozenset[str] = frozenset()
-
-
-def lexical_evidence(
-    matched: Iterable[int],
+def weigh_terms(
     terms: Sequence[str],
     standing_groups: Sequence[frozenset[str]],
+    shares: Sequence[float] | None = None,
     distinctive: Collection[int] | None = None,
-) -> Evidence:
-    """Sorts the matched term indexes. A term is meaningful when it is not a
-    standing entity, not an everyday English word (`common_word`) and, when
-    `distinctive` is given, one of those indexes (the terms that are not
-    common in this library, knowledge.termstats)."""
-    meaningful: set[str] = set()
-    rare: set[str] = set()
-    common: list[str] = []
-    standing: list[str] = []
-    for index in sorted(set(matched)):
-        if not 0 <= index < len(terms):
-            continue
-        term = terms[index]
-        # Judged on the commoner of the word and its stem, so an inflection
-        # ("hanged", "pockets") is exactly as common as the word.
-        rank = min(word_rank(term), word_rank(stem(term)))
-        if _standing_group_of(term, standing_groups) is not None:
-            standing.append(term)
-        elif rank < COMMON_WORD_RANK or (distinctive is not None and index not in distinctive):
-            common.append(term)
-        else:
-            meaningful.add(stem(term))
-            if rank >= RARE_WORD_RANK:
-                rare.add(stem(term))
-    return Evidence(frozenset(meaningful), tuple(common), tuple(standing), frozenset(rare))
+) -> tuple[Term, ...]:
+    """The query's terms as admission weighs them (knowledge.ranking.Term).
+
+    A term's share defaults to 1/len(terms) when `shares` does not give it;
+    without `distinctive` (the terms not common in this library,
+    knowledge.termstats) every term is distinctive. Rare and everyday are
+    judged on the commoner of the word and its stem, so an inflection
+    ("hanged", "pockets") is exactly as common as the word.
+    """
+    standing = frozenset().union(*standing_groups)
+    weighed = []
+    for index, term in enumerate(terms):
+        key = stem(term)
+        share = shares[index] if shares is not None and index < len(shares) else 1 / len(terms)
+        weighed.append(
+            Term(
+                word=term,
+                key=key,
+                share=share,
+                frequency_rank=min(word_rank(term), word_rank(key)),
+                standing=key in standing,
+                distinctive=distinctive is None or index in distinctive,
+            )
+        )
+    return tuple(weighed)
+
+
+def matched_terms(terms: Sequence[str], text: str, heading_path: str = "") -> frozenset[int]:
+    """The indexes of the `terms` a text holds, by this module's stems: how
+    a lore passage's short-term matches are confirmed, and how a memory,
+    which has no lexical index, is matched at all."""
+    held = passage_keys(heading_path, text)
+    return frozenset(i for i, term in enumerate(terms) if stem(term) in held)
 
 
 def lexical_admits(
@@ -434,32 +404,9 @@ def lexical_admits(
     shares: Sequence[float] | None = None,
     distinctive: Collection[int] | None = None,
 ) -> bool:
-    """Whether the words a passage matched are enough to admit it.
-
-    Absolute: it looks at this passage's evidence, the query and the
-    library's word counts, never at the other candidates. Admitted when
-
-    * at least LEXICAL_MIN_SIGNALS distinct meaningful terms matched
-      (`lexical_evidence`), one of them a rare word (RARE_WORD_RANK); or
-    * the one meaningful term it matched is long enough and carries
-      LEXICAL_SINGLE_TERM_SHARE of the query (`shares`, per term;
-      without it every term has 1/len(terms)).
-
-    Standing entities never count, however many of them match: the cast is
-    in every query. Nor do everyday words or words common in this library:
-    a sixty-term query of ordinary prose shares a few of them with most
-    passages of any library, which is how a bakery scene retrieved a whole
-    harbour city's lore.
-    """
-    matched = [i for i in matched if 0 <= i < len(terms)]
-    evidence = lexical_evidence(matched, terms, standing_groups, distinctive)
-    if len(evidence.meaningful) >= LEXICAL_MIN_SIGNALS:
-        return bool(evidence.rare)
-    if len(evidence.meaningful) != 1:
-        return False
-    index = next(i for i in matched if stem(terms[i]) in evidence.meaningful)
-    share = shares[index] if shares is not None and index < len(shares) else 1 / len(terms)
-    return len(terms[index]) >= LEXICAL_SINGLE_TERM_LENGTH and share >= LEXICAL_SINGLE_TERM_SHARE
+    """Whether the query words a passage matched admit it
+    (knowledge.ranking.lexical_verdict), for a caller holding only words."""
+    return lexical_verdict(matched, weigh_terms(terms, standing_groups, shares, distinctive)).admitted
 
 
 def why_not_admitted(
@@ -468,20 +415,6 @@ def why_not_admitted(
     standing_groups: Sequence[frozenset[str]],
     distinctive: Collection[int] | None = None,
 ) -> str:
-    """A reader's explanation of a lexical rejection, for the `retrieve` command."""
-    matched = [i for i in set(matched) if 0 <= i < len(terms)]
-    evidence = lexical_evidence(matched, terms, standing_groups, distinctive)
-    held = sorted(terms[i] for i in matched if stem(terms[i]) in evidence.meaningful)
-    parts = []
-    if len(evidence.meaningful) >= LEXICAL_MIN_SIGNALS and not evidence.rare:
-        parts.append(f"meaningful terms ({', '.join(held)}) of which none is a rare word")
-    elif evidence.meaningful and len(held[0]) < LEXICAL_SINGLE_TERM_LENGTH:
-        parts.append(f"one meaningful term ({held[0]}), too short to admit alone")
-    elif evidence.meaningful:
-        share = f"{LEXICAL_SINGLE_TERM_SHARE:.0%}"
-        parts.append(f"one meaningful term ({', '.join(held)}), which alone must carry {share} of the query")
-    if evidence.common:
-        parts.append("common words, which never admit (" + ", ".join(evidence.common) + ")")
-    if evidence.standing:
-        parts.append("standing entities, which never admit (" + ", ".join(evidence.standing) + ")")
-    return "; ".join(parts) or "no query term matched"
+    """The words of `lexical_admits`'s answer: why the matched words do not
+    admit a passage."""
+    return lexical_verdict(matched, weigh_terms(terms, standing_groups, None, distinctive)).why

@@ -1,39 +1,21 @@
-"""Choosing which imported passages a turn is shown (DESIGN.md §5).
+"""Choosing which imported passages a turn is shown (DESIGN.md §5): the
+loading half. The rules are knowledge.ranking's.
 
     query (knowledge.query) ─┬─▶ lexical candidates, top 40 (knowledge.lexical,
                              │   found by the library's rarest terms: knowledge.termstats)
                              └─▶ semantic candidates, top 40 (cosine, whole library)
-        ─▶ ADMISSION on absolute signals ─▶ always-included Canon joins
-        ─▶ RANKING among survivors ─▶ near-duplicate suppression (within a class)
+        ─▶ their passages, always-included Canon, their vectors (one scoped query)
+        ─▶ knowledge.ranking.rank: ADMISSION on absolute signals ─▶ RANKING among
+           survivors ─▶ near-duplicate suppression (within a class)
         ─▶ KnowledgeResult ─▶ contextbuild.inject (the budget cut)
 
-Admission comes before ranking, and the order is the point. Admission asks
-whether a passage matched *at all*, using signals that mean something on
-their own: how many distinct meaningful query terms it holds (standing
-entities, everyday English and words common in this library never count,
-knowledge.query.lexical_admits), and the raw cosine against the floor
-measured for exactly this embedding model (EmbeddingCalibration).
-A passage admitted by cosine alone whose only words in common with the query
-are standing entities is refused too: the cast is in every query, so a
-similarity carried by their names (a short hidden file about the protagonist)
-says nothing about the scene. A passage sharing no term at all is a match by
-meaning, which is what the semantic path is for, and stays.
-Neither compares a candidate with the others, so a library in which nothing
-matches supplies nothing. The seed's first version normalized against the
-best candidate and then floored at a share of the best, which the best clears
-by construction: a query about tide tables and container tonnage retrieved a
-whole fantasy library, hidden Canon included.
-
-Ranking then normalizes each path against its best *admitted* value (bm25 and
-ts_rank have no fixed range, and cosine's zero is not zero), takes
-`max + 0.15 × min` so a passage found by one path is not thereby worse and
-agreement breaks ties, and multiplies by the class weight. The class orders
-what matched; it never rescues what did not.
-
-Suppression runs before the budget cut (so a freed slot can go to something
-else) and never across classes: identical text, or cosine ≥ 0.93 when both
-passages have vectors. There is no model reranker: a second inference call
-per turn, and opaque to the inspector.
+This module only loads: the query's terms and their library statistics, the
+lexical hits, the semantic neighbours, the passages' rows and vectors and
+the calibrated floor, handed to the core as plain records
+(`ranking.Candidate`, `ranking.Term`). A short term's lexical match is
+confirmed against the passage's own words first (knowledge.query.SHORT_TERM).
+There is no model reranker: a second inference call per turn, and opaque to
+the inspector.
 
 The semantic path scores the campaign's whole library: a float32 matrix per
 (campaign, model), normalized once and cached in this process, is checked on
@@ -52,45 +34,30 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connection
 
-from contextbuild.records import CANON, INSPIRATION, REFERENCE, KnowledgeCandidate, KnowledgeResult, Rejection
+from contextbuild.records import CANON, KnowledgeCandidate, KnowledgeResult, Rejection
 
-from . import lexical, selectors, termstats
+from . import lexical, ranking, selectors, termstats
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import (
-    SHORT_TERM,
-    Query,
-    QueryInputs,
-    assemble,
-    lexical_admits,
-    passage_keys,
-    stem,
-    why_not_admitted,
-    words,
-)
+from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
 
 LEXICAL_CANDIDATES = 40
 #: Rejected candidates a turn's snapshot lists with their reasons (the strongest first).
 REJECTIONS_KEPT = 25
 SEMANTIC_CANDIDATES = 40
-#: How much agreement between the two paths is worth when ordering survivors.
-AGREEMENT = 0.15
-#: Authority orders what matched: Canon > Reference > Inspiration.
-CLASS_WEIGHTS = {CANON: 1.0, REFERENCE: 0.85, INSPIRATION: 0.7}
-#: Two passages this close say the same thing (measured for the memory bank:
-#: redundant pairs 0.938-0.996, distinct ones up to 0.906).
-REDUNDANT_SIMILARITY = 0.93
 #: Always-included Canon passages loaded per turn; inject caps what is shown
 #: at 20 % of the budget, this only keeps the read bounded.
 ALWAYS_LIMIT = 200
 #: Libraries kept in memory per process (a 100,000-passage library at 384
 #: dimensions is 150 MB).
 CACHED_LIBRARIES = 4
+#: Why a found passage is not offered when its row is gone from the scope.
+WITHDRAWN = "its source is no longer enabled and ready"
 
 Ready = KnowledgeSource.IndexState.READY
 
@@ -123,27 +90,10 @@ def retrieve(
     only) and `embed_query` makes the query's, called only when the semantic
     path can run; `query_vector` is one made already (the benchmark). Never
     raises for an endpoint failure."""
-    worked = explain(
+    return explain(
         campaign_id=campaign_id, query=query, embedding_model=embedding_model,
-        embed_query=embed_query, query_vector=query_vector, decisions=True,
-    )
-    rejected = [d for d in worked.decisions if not d["admitted"] and "passage" in d]
-    return replace(worked.result, rejections=tuple(_rejection(d) for d in rejected[:REJECTIONS_KEPT]))
-
-
-def _rejection(decision: dict) -> Rejection:
-    return Rejection(
-        title=decision["source"],
-        filename=decision["filename"],
-        passage=decision["passage"],
-        heading_path=decision["heading_path"],
-        classification=decision["classification"],
-        visibility=decision["visibility"],
-        matched_terms=tuple(decision.get("matched_terms", ())),
-        lexical=decision.get("lexical"),
-        cosine=decision.get("cosine"),
-        why=decision["why"],
-    )
+        embed_query=embed_query, query_vector=query_vector,
+    ).result
 
 
 def semantic_floor(model: str) -> float | None:
@@ -160,14 +110,14 @@ def explain(
     embedding_model: str = "",
     embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
-    decisions: bool = False,
 ) -> Retrieval:
     """`retrieve`, keeping its workings.
 
     1. Assemble the query; generate lexical and semantic candidates.
-    2. Admit on absolute signals.
-    3. Load the survivors and always-included Canon, in one scoped query.
-    4. Rank the survivors; suppress near-duplicates within a class.
+    2. Load their passages and always-included Canon, in one scoped query,
+       and their vectors.
+    3. Hand them to knowledge.ranking as plain records.
+    4. Turn its decisions back into passages, rejections and report lines.
     """
     q = assemble(query)
     model = embedding_model.strip()
@@ -176,170 +126,121 @@ def explain(
     stamp = selectors.library_stamp(campaign_id)
     rank_on: list[int] = []
     distinctive: set[int] = set()
-    hits = []
+    hits: list[lexical.LexicalHit] = []
     if q.terms:
         counts = termstats.profile_for(campaign_id, stamp[0])
         rank_on = termstats.rank_terms(q.terms, counts)
         distinctive = termstats.distinctive_terms(q.terms, counts)
-        hits = _confirmed(
-            lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES), q
-        )
+        hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
     semantic, note, library = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
 
-    # ---- admission: per passage, per path, never against the others
-    admitted: dict[int, dict] = {}
-    record: dict[int, dict] = {}
-    for chunk_id, similarity in semantic:
-        entry = record.setdefault(chunk_id, {"chunk_id": chunk_id})
-        entry["cosine"] = round(similarity, 4)
-        if floor is not None and similarity >= floor:
-            admitted.setdefault(chunk_id, {})["semantic"] = similarity
-    lexical_raw = {}
-    for hit in hits:
-        lexical_raw[hit.chunk_id] = hit.score
-        entry = record.setdefault(hit.chunk_id, {"chunk_id": hit.chunk_id})
-        entry["lexical"] = round(hit.score, 4)
-        entry["matched_terms"] = sorted(q.terms[i] for i in hit.matched if i < len(q.terms))
-        if lexical_admits(hit.matched, q.terms, q.standing, q.shares, distinctive):
-            admitted.setdefault(hit.chunk_id, {})["lexical"] = hit.matched
-        else:
-            entry["lexical_reason"] = why_not_admitted(hit.matched, q.terms, q.standing, distinctive)
-    generated = len(record)
+    found = _found(semantic, hits)
+    always = _always_included(campaign_id)
+    rows = {
+        c.pk: c
+        for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(set(found) | set(always)))
+    }
+    vectors = library.vectors_for(rows) if library is not None else {}
+    candidates = [_candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always) for chunk_id, paths in found.items()]
+    candidates += [_always_candidate(rows[c], vectors) for c in always if c in rows and c not in found]
+    ranked = ranking.rank(candidates, weigh_terms(q.terms, q.standing, q.shares, distinctive), floor=floor)
 
-    always_sources = list(
-        KnowledgeSource.objects.filter(
-            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, classification=CANON
-        ).values_list("pk", flat=True)
-    )
-    # Asked of the few source rows first: most campaigns have none, and then
-    # the passages are not read at all.
-    always = list(
-        KnowledgeChunk.objects.filter(source_id__in=always_sources)
-        .order_by("source__title", "source_id", "index")
-        .values_list("pk", flat=True)[:ALWAYS_LIMIT]
-    ) if always_sources else []
-    wanted = set(admitted) | set(always)
-    if decisions and record:
-        wanted_rows = set(record) | set(always)
-    else:
-        wanted_rows = wanted
-    rows = {c.pk: c for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(wanted_rows))}
-    for chunk_id, how in list(admitted.items()):
-        if set(how) == {"semantic"} and chunk_id in rows:
-            names = _standing_only(rows[chunk_id], q)
-            if names:
-                # The cast is in every query, so a similarity carried by their
-                # names says nothing about the scene: the lexical rule's
-                # reasoning, applied to the words the two texts share.
-                del admitted[chunk_id]
-                record[chunk_id]["semantic_reason"] = (
-                    "shares only standing entities with the query (" + ", ".join(names) + ")"
-                )
-    wanted = set(admitted) | set(always)
-
-    # ---- ranking, among the survivors only
-    survivors = [c for c in admitted if c in rows]
-    lexical_top = max((lexical_raw[c] for c in survivors if "lexical" in admitted[c]), default=0.0)
-    semantic_top = max((admitted[c]["semantic"] for c in survivors if "semantic" in admitted[c]), default=0.0)
-    candidates: list[KnowledgeCandidate] = []
-    for chunk_id in sorted(wanted):
-        chunk = rows.get(chunk_id)
-        if chunk is None:
-            continue
-        how = admitted.get(chunk_id, {})
-        lex = _normalized(lexical_raw.get(chunk_id, 0.0), lexical_top) if "lexical" in how else 0.0
-        sem = _normalized(how["semantic"], semantic_top) if "semantic" in how else 0.0
-        relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
-        matched = ()
-        if chunk_id in lexical_raw:
-            matched = tuple(record[chunk_id].get("matched_terms", ()))
-        cosine = record.get(chunk_id, {}).get("cosine")
-        candidates.append(
-            _candidate(
-                chunk,
-                always_include=chunk_id in always,
-                lexical=round(lex, 4),
-                semantic=round(sem, 4),
-                cosine=cosine,
-                matched_terms=matched,
-                admitted_by=_admitted_by(how, chunk_id in always),
-                relevance=round(relevance, 4),
-                score=round(relevance * CLASS_WEIGHTS.get(chunk.source.classification, 0.5), 4),
-            )
-        )
-    candidates.sort(key=lambda c: (not (c.always_include and c.classification == CANON), -c.score, c.chunk_id))
-    kept, suppressed = _suppress(candidates, library)
-
+    rejected = [d for d in ranked.decisions if not d.admitted and d.candidate.id in rows]
     result = KnowledgeResult(
-        candidates=tuple(kept),
-        suppressed=tuple(suppressed),
+        candidates=tuple(_passage(d, rows[d.candidate.id]) for d in ranked.offered),
+        suppressed=tuple(_passage(d, rows[d.candidate.id]) for d in ranked.suppressed),
         terms=q.terms,
         rank_terms=tuple(q.terms[i] for i in rank_on),
-        considered=len(candidates),
-        generated=generated,
-        rejected=generated - len(admitted),
+        considered=ranked.considered,
+        generated=len(found),
+        rejected=ranked.rejected,
         semantic_floor=floor or 0.0,
         semantic_calibrated=floor is not None,
         embedding_model=model,
         semantic_used=not note and library is not None,
         semantic_note=note,
+        rejections=tuple(_rejection(d, rows[d.candidate.id]) for d in rejected[:REJECTIONS_KEPT]),
     )
-    explained = ()
-    if decisions:
-        explained = tuple(_decisions(record, admitted, rows, kept, suppressed, floor))
-    return Retrieval(result=result, query=q, decisions=explained)
+    lines = tuple(_line(d, rows.get(d.candidate.id)) for d in ranked.decisions)
+    return Retrieval(result=result, query=q, decisions=lines)
 
 
-def _confirmed(hits: list[lexical.LexicalHit], q: Query) -> list[lexical.LexicalHit]:
-    """The hits with each short term's match (knowledge.query.SHORT_TERM)
-    checked against the passage's own words; longer stems are specific
-    enough to trust."""
-    short = {i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM}
-    doubtful = [hit.chunk_id for hit in hits if hit.matched & short]
-    if not doubtful:
-        return hits
-    held = {
-        pk: passage_keys(heading_path, text)
-        for pk, heading_path, text in KnowledgeChunk.objects.filter(pk__in=doubtful).values_list(
-            "pk", "heading_path", "text"
-        )
+def _found(
+    semantic: list[tuple[int, float]], hits: list[lexical.LexicalHit]
+) -> dict[int, tuple[lexical.LexicalHit | None, float | None]]:
+    """Each generated passage's lexical hit and cosine, the semantic path's
+    first (the order the decisions are listed in, before ranking)."""
+    found: dict[int, tuple[lexical.LexicalHit | None, float | None]] = {
+        chunk_id: (None, similarity) for chunk_id, similarity in semantic
     }
-    return [
-        replace(
-            hit,
-            matched=frozenset(
-                i for i in hit.matched if i not in short or stem(q.terms[i]) in held.get(hit.chunk_id, ())
-            ),
+    for hit in hits:
+        found[hit.chunk_id] = (hit, found.get(hit.chunk_id, (None, None))[1])
+    return found
+
+
+def _always_included(campaign_id: int) -> list[int]:
+    """The always-included Canon passages' ids, asked of the few source rows
+    first: most campaigns have none, and then the passages are not read."""
+    sources = list(
+        KnowledgeSource.objects.filter(
+            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, classification=CANON
+        ).values_list("pk", flat=True)
+    )
+    if not sources:
+        return []
+    return list(
+        KnowledgeChunk.objects.filter(source_id__in=sources)
+        .order_by("source__title", "source_id", "index")
+        .values_list("pk", flat=True)[:ALWAYS_LIMIT]
+    )
+
+
+def _candidate(
+    chunk_id: int,
+    hit: lexical.LexicalHit | None,
+    similarity: float | None,
+    chunk: KnowledgeChunk | None,
+    q: Query,
+    vectors: dict[int, np.ndarray],
+    always: list[int],
+) -> ranking.Candidate:
+    """A generated passage as the core's record. The terms its own words
+    hold confirm its short-term matches (the databases' stemmers fold short
+    words onto stop words) and serve the standing-names rule."""
+    if chunk is None:
+        matched = hit.matched - _short(q) if hit else frozenset()
+        return ranking.Candidate(
+            id=chunk_id, kind="", text="", matched=matched,
+            lexical=hit.score if hit else None, cosine=similarity, withdrawn=WITHDRAWN,
         )
-        for hit in hits
-    ]
+    held = matched_terms(q.terms, chunk.text, chunk.heading_path)
+    matched = frozenset()
+    if hit is not None:
+        matched = (hit.matched - _short(q)) | (hit.matched & held)
+    return ranking.Candidate(
+        id=chunk_id,
+        kind=chunk.source.classification,
+        text=chunk.text,
+        matched=matched,
+        lexical=hit.score if hit else None,
+        cosine=similarity,
+        shared=held,
+        vector=vectors.get(chunk_id),
+        always=chunk_id in always,
+    )
 
 
-def _standing_only(chunk: KnowledgeChunk, q: Query) -> list[str]:
-    """The standing-entity words a passage shares with the query, when those
-    are all it shares; [] when it shares another term, or nothing at all (a
-    match by meaning alone, which is what the semantic path is for)."""
-    held = passage_keys(chunk.heading_path, chunk.text)
-    shared = [t for t in q.terms if stem(t) in held]
-    standing = q.standing_words
-    if shared and all(stem(t) in standing for t in shared):
-        return shared
-    return []
+def _short(q: Query) -> frozenset[int]:
+    return frozenset(i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM)
 
 
-def _normalized(value: float, top: float) -> float:
-    return value / top if top > 0 else 0.0
+def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, np.ndarray]) -> ranking.Candidate:
+    return ranking.Candidate(
+        id=chunk.pk, kind=chunk.source.classification, text=chunk.text, vector=vectors.get(chunk.pk), always=True
+    )
 
 
-def _admitted_by(how: dict, always: bool) -> str:
-    if len(how) == 2:
-        return "both"
-    if how:
-        return next(iter(how))
-    return "always" if always else ""
-
-
-def _candidate(chunk: KnowledgeChunk, **scores) -> KnowledgeCandidate:
+def _passage(decision: ranking.Decision, chunk: KnowledgeChunk) -> KnowledgeCandidate:
     source = chunk.source
     return KnowledgeCandidate(
         chunk_id=chunk.pk,
@@ -352,88 +253,59 @@ def _candidate(chunk: KnowledgeChunk, **scores) -> KnowledgeCandidate:
         heading_path=chunk.heading_path,
         text=chunk.text,
         token_count=chunk.token_count,
-        **scores,
+        always_include=decision.candidate.always,
+        lexical=decision.lexical,
+        semantic=decision.semantic,
+        cosine=decision.cosine,
+        matched_terms=decision.matched_terms,
+        admitted_by=decision.by,
+        relevance=decision.relevance,
+        score=decision.score,
+        duplicate_of=decision.duplicate_of,
     )
 
 
-def _suppress(
-    ranked: list[KnowledgeCandidate], library: _Library | None
-) -> tuple[list[KnowledgeCandidate], list[KnowledgeCandidate]]:
-    """Sets aside passages that repeat a higher-ranked one of the same class:
-    identical text, or cosine ≥ REDUNDANT_SIMILARITY when both have vectors.
-    Wording overlap is not used: "Mara promised Aldric" and "Aldric promised
-    Mara" share their words and mean the opposite."""
-    vectors = library.vectors_for([c.chunk_id for c in ranked]) if library is not None else {}
-    kept: list[KnowledgeCandidate] = []
-    suppressed: list[KnowledgeCandidate] = []
-    seen: dict[tuple[str, str], int | str] = {}
-    for candidate in ranked:
-        duplicate_of = seen.get((candidate.classification, candidate.text.strip()))
-        vector = vectors.get(candidate.chunk_id)
-        if duplicate_of is None and vector is not None:
-            for other in kept:
-                other_vector = vectors.get(other.chunk_id)
-                if (
-                    other.classification == candidate.classification
-                    and other_vector is not None
-                    and float(vector @ other_vector) >= REDUNDANT_SIMILARITY
-                ):
-                    duplicate_of = other.chunk_id
-                    break
-        if duplicate_of is None:
-            seen.setdefault((candidate.classification, candidate.text.strip()), candidate.chunk_id)
-            kept.append(candidate)
-        else:
-            suppressed.append(replace(candidate, duplicate_of=duplicate_of))
-    return kept, suppressed
+def _rejection(decision: ranking.Decision, chunk: KnowledgeChunk) -> Rejection:
+    return Rejection(
+        title=chunk.source.title,
+        filename=chunk.source.original_filename,
+        passage=chunk.index + 1,
+        heading_path=chunk.heading_path,
+        classification=chunk.source.classification,
+        visibility=chunk.source.visibility,
+        matched_terms=decision.matched_terms,
+        lexical=decision.raw_lexical,
+        cosine=decision.cosine,
+        why=decision.why,
+    )
 
 
-def _decisions(record, admitted, rows, kept, suppressed, floor) -> list[dict]:
-    """One line per generated candidate: admitted (and its rank) or why not."""
-    rank = {c.chunk_id: i + 1 for i, c in enumerate(kept)}
-    dupes = {c.chunk_id: c.duplicate_of for c in suppressed}
-    scores = {c.chunk_id: c for c in (*kept, *suppressed)}
-    out = []
-    for chunk_id, entry in record.items():
-        chunk = rows.get(chunk_id)
-        line = dict(entry)
-        if chunk is not None:
-            line.update(
-                source=chunk.source.title,
-                filename=chunk.source.original_filename,
-                classification=chunk.source.classification,
-                visibility=chunk.source.visibility,
-                passage=chunk.index + 1,
-                heading_path=chunk.heading_path,
-            )
-        how = admitted.get(chunk_id)
-        if how and chunk is not None:
-            line["admitted"] = True
-            line["admitted_by"] = _admitted_by(how, False)
-            candidate = scores.get(chunk_id)
-            if candidate is not None:
-                line.update(relevance=candidate.relevance, score=candidate.score)
-            if chunk_id in dupes:
-                line["suppressed_as_duplicate_of"] = dupes[chunk_id]
-            else:
-                line["rank"] = rank.get(chunk_id)
+def _line(decision: ranking.Decision, chunk: KnowledgeChunk | None) -> dict:
+    """A decision as the `retrieve` command prints it."""
+    candidate = decision.candidate
+    line: dict = {"chunk_id": candidate.id}
+    if candidate.cosine is not None:
+        line["cosine"] = decision.cosine
+    if candidate.lexical is not None:
+        line.update(lexical=decision.raw_lexical, matched_terms=list(decision.matched_terms))
+    if chunk is not None:
+        line.update(
+            source=chunk.source.title,
+            filename=chunk.source.original_filename,
+            classification=chunk.source.classification,
+            visibility=chunk.source.visibility,
+            passage=chunk.index + 1,
+            heading_path=chunk.heading_path,
+        )
+    line["admitted"] = decision.admitted
+    if decision.admitted:
+        line.update(admitted_by=decision.by, relevance=decision.relevance, score=decision.score)
+        if decision.duplicate_of is not None:
+            line["suppressed_as_duplicate_of"] = decision.duplicate_of
         else:
-            line["admitted"] = False
-            reasons = []
-            if "lexical" in entry:
-                reasons.append("lexical: " + entry.get("lexical_reason", "admitted"))
-            if "semantic_reason" in entry:
-                reasons.append("semantic: " + entry["semantic_reason"])
-            elif "cosine" in entry:
-                reasons.append(f"semantic: cosine {entry['cosine']:.3f} below the floor {floor:.3f}")
-            if how and chunk is None:
-                reasons.append("its source is no longer enabled and ready")
-            line["why"] = "; ".join(reasons)
-        line.pop("lexical_reason", None)
-        line.pop("semantic_reason", None)
-        out.append(line)
-    out.sort(key=lambda d: (not d["admitted"], d.get("rank") or 10**9, -(d.get("lexical") or 0)))
-    return out
+            line["rank"] = decision.rank
+    line["why"] = decision.why
+    return line
 
 
 # --------------------------------------------------------------- semantic path

@@ -31,7 +31,7 @@ class Command(BaseCommand):
         inputs = prompting.query_inputs(
             found, position=head, state=current_state(found, head), player_text=player_text
         )
-        worked = explain(campaign_id=found.pk, query=inputs, decisions=True, **for_retrieval(profile))
+        worked = explain(campaign_id=found.pk, query=inputs, **for_retrieval(profile))
         result = worked.result
         report = {
             "campaign": found.pk,
