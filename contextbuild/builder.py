@@ -33,6 +33,7 @@ bound: the safe side of a budget.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
 
@@ -249,6 +250,8 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
             "memories": {"used": [_memory_record(m) for m in inputs.memories if m.text.strip()]},
             "summary": _summary_record(inputs.summary) if summary is not None else None,
             "derived": [dict(job) for job in inputs.derived],
+            # The narrative state as sent: what the narrator was told is true.
+            "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
             "knowledge": inject.report(knowledge),
             "history": {
                 "included": len(history.actions) + (1 if player is not None else 0),
@@ -440,6 +443,7 @@ def _summary_record(summary: Summary) -> dict:
         "text": summary.text.strip(),
         "covers_through": summary.covers_through,
         "covers_actions": summary.covers_actions,
+        "parts": [dict(part) for part in summary.parts],
     }
 
 
@@ -449,6 +453,8 @@ def _memory_record(memory: Memory) -> dict:
         "authority": memory.authority,
         "score": memory.score,
         "source_action": memory.source_action,
+        "id": memory.id,
+        "admitted_by": memory.admitted_by,
     }
 
 

@@ -70,17 +70,27 @@ class HistoryAction:
 
 @dataclass(frozen=True)
 class Summary:
+    """The story so far, as summarized up to `covers_through` on this lineage;
+    `parts` are the stored segments it joins (see contextbuild.summaries)."""
+
     text: str
     covers_through: int | str | None
     covers_actions: int = 0
+    parts: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
 class Memory:
+    """A remembered fact of this lineage: `recorded` from accepted state
+    events, `inferred` from a summary; `admitted_by` says how retrieval let
+    it in (lexical, semantic, both)."""
+
     text: str
     authority: str
     score: float = 0.0
     source_action: int | str | None = None
+    id: int | str | None = None
+    admitted_by: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ Both SQLite and PostgreSQL run the same SQL.
 
 from __future__ import annotations
 
+from django.db import connection
+
 from .models import Action
 
 PAGE = 64
@@ -82,3 +84,41 @@ def contains(campaign_id: int, head_id: int | None, action: Action) -> bool:
     steps = head_depth - action.depth + 1
     chain = window(campaign_id, head_id, steps)
     return bool(chain) and chain[0].pk == action.pk
+
+
+_IDS_SQL = """
+WITH RECURSIVE chain(id, parent_id) AS (
+    SELECT id, parent_id FROM {table} WHERE id = %s AND campaign_id = %s
+    UNION ALL
+    SELECT a.id, a.parent_id FROM {table} a JOIN chain ON a.id = chain.parent_id
+)
+SELECT id FROM chain
+"""
+
+_SUBTREE_SQL = """
+WITH RECURSIVE below(id) AS (
+    SELECT id FROM {table} WHERE id = %s AND campaign_id = %s
+    UNION ALL
+    SELECT a.id FROM {table} a JOIN below ON a.parent_id = below.id
+)
+SELECT id FROM below
+"""
+
+
+def ids(campaign_id: int, head_id: int | None) -> frozenset[int]:
+    """Every action id of the lineage ending at `head_id`: what derived work
+    (summaries, memories) is checked against, so none from an undone branch
+    is used. Ids only, one primary-key step per action."""
+    if head_id is None:
+        return frozenset()
+    with connection.cursor() as cursor:
+        cursor.execute(_IDS_SQL.format(table=Action._meta.db_table), [head_id, campaign_id])
+        return frozenset(row[0] for row in cursor.fetchall())
+
+
+def subtree_ids(campaign_id: int, action_id: int) -> list[int]:
+    """The action and every action below it, on every branch: what an edit
+    of it invalidates."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBTREE_SQL.format(table=Action._meta.db_table), [action_id, campaign_id])
+        return [row[0] for row in cursor.fetchall()]

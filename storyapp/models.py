@@ -199,3 +199,96 @@ class ContextSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"Snapshot for action #{self.action_id}"
+
+
+class DerivedJob(models.Model):
+    """One piece of work derived from the story after a turn: a summary of a
+    stretch of the lineage, or the memories of one narration.
+
+    Its identity is where in the tree it is anchored (`anchor`, and for a
+    summary `starts_after` and `level`), so asking twice for the same work
+    finds the same row, and a retried Celery task finds its attempts here.
+    """
+
+    class Kind(models.TextChoices):
+        SUMMARY = "summary", "Summary"
+        MEMORIES = "memories", "Memories"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    MAX_ATTEMPTS = 3
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="derived_jobs")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    #: The last action the work covers (a summary) or is made from (memories).
+    anchor = models.ForeignKey(Action, on_delete=models.CASCADE, related_name="+")
+    #: A summary's stretch begins after this action; None means at the root.
+    starts_after = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    level = models.PositiveSmallIntegerField(default=0)
+    #: kind, anchor, start and level in one unique string: the same work
+    #: asked for twice is one row on every database (NULL starts included).
+    key = models.CharField(max_length=100, unique=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["campaign", "kind", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} of action #{self.anchor_id}"
+
+
+class Summary(models.Model):
+    """A third-person summary of the lineage after `starts_after` through
+    `covers_through`; level 1 and up are summaries of summaries. Used only
+    while `covers_through` is on the lineage being read."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="summaries")
+    starts_after = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    covers_through = models.ForeignKey(Action, on_delete=models.CASCADE, related_name="summaries")
+    level = models.PositiveSmallIntegerField(default=0)
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    job = models.OneToOneField(DerivedJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="summary")
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"Summary through action #{self.covers_through_id}"
+
+
+class Memory(models.Model):
+    """A short fact from one point of the story, retrieved for later turns
+    of the same lineage only. Recorded memories come from accepted state
+    events; inferred ones from a summary, and go with it when it is withdrawn."""
+
+    class Authority(models.TextChoices):
+        RECORDED = "recorded", "Recorded"
+        INFERRED = "inferred", "Inferred"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memories")
+    anchor = models.ForeignKey(Action, on_delete=models.CASCADE, related_name="memories")
+    summary = models.ForeignKey(Summary, null=True, blank=True, on_delete=models.CASCADE, related_name="facts")
+    authority = models.CharField(max_length=10, choices=Authority.choices)
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    embedding = models.BinaryField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "id"]
+
+    def __str__(self) -> str:
+        return self.text[:60]

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from django.db import transaction
 from django.db.models import Q
@@ -23,7 +24,7 @@ from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
 
-from . import modelclient, prompting, stateblock
+from . import derived, modelclient, prompting, stateblock
 from .modelclient import ContextOverflowAtServer, Meter, ModelFailure, stream_reply
 from .models import Action, ContextSnapshot, EndpointProfile
 
@@ -186,6 +187,7 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
         outcome = apply_block(action.state, block, forbidden=forbidden)
         changes = {"state": outcome.state, "state_rejections": list(outcome.refused)}
         built.report["state_events"] = outcome.as_record()
+        transaction.on_commit(partial(derived.after_narration, action.pk))
     Action.objects.filter(pk=action.pk).update(
         text=prose,
         token_count=count_tokens(prose),

@@ -13,10 +13,11 @@ from contextlib import nullcontext
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from contextbuild import records
+from contextbuild import records, summaries
+from knowledge.embeddings import for_retrieval
 
-from . import lineage, modelclient
-from .models import Action, Campaign, ContextSnapshot, EndpointProfile
+from . import derived, lineage, modelclient, recall
+from .models import Action, Campaign, ContextSnapshot, DerivedJob, EndpointProfile
 from .services import current_state, in_story
 
 log = logging.getLogger(__name__)
@@ -194,23 +195,44 @@ def turn_inputs(
     last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and in_story(a)), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
     state = current_state(campaign, position)
+    anchor = history_anchor(last_narration)
+    # Derived work exists only once a turn has finished; until then the
+    # lineage walk below it would be wasted.
+    has_derived = position is not None and DerivedJob.objects.filter(campaign=campaign).exists()
+    lineage_ids = lineage.ids(campaign.pk, position.pk) if has_derived else frozenset()
+    query = query_inputs(campaign, position=position, state=state, player_text=player_text)
+    search = for_retrieval(profile)
+    search["embed_query"] = recall.remembering(search["embed_query"])
     return records.TurnInputs(
         campaign=campaign_record(campaign),
         settings=settings,
         history=history,
         history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),
         player_text=player_text.strip(),
+        summary=summaries.as_prompt_summary(derived.summary_chain(campaign.pk, lineage_ids)) if has_derived else None,
+        memories=(
+            memories_for(campaign, query, search, lineage_ids=lineage_ids,
+                         before_depth=_replayed_from(anchor, window))
+            if has_derived and with_knowledge else ()
+        ),
+        knowledge=knowledge_for(campaign, query, search) if with_knowledge else None,
         narrative_state=state,
         state_refusals=refusals,
-        knowledge=(
-            knowledge_for(campaign, profile, position=position, state=state, player_text=player_text)
-            if with_knowledge
-            else None
-        ),
         window=known,
+        derived=tuple(n.as_record() for n in derived.notices(campaign.pk, lineage_ids)) if has_derived else (),
         token_ratio=profile.token_ratio,
-        history_anchor=history_anchor(last_narration),
+        history_anchor=anchor,
     )
+
+
+def _replayed_from(anchor, window: list[Action]) -> int:
+    """The depth from which the prompt replays the story: the last prompt's
+    history anchor, or (with none yet) the oldest action that could fit.
+    Memories from there on would repeat what the history says."""
+    depths = {a.pk: a.depth for a in window}
+    if anchor in depths:
+        return depths[anchor]
+    return window[0].depth if window else 0
 
 
 def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, player_text: str = ""):
@@ -230,24 +252,44 @@ def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, pl
     )
 
 
-def knowledge_for(
-    campaign: Campaign, profile: EndpointProfile, *, position: Action | None, state: dict, player_text: str = ""
-) -> records.KnowledgeResult:
+def knowledge_for(campaign: Campaign, query, search: dict) -> records.KnowledgeResult:
     """The campaign library's passages for this turn. Never fails the turn:
     an endpoint failure is already a note on the result, and anything else
     is logged and reported as a note with nothing supplied."""
-    from knowledge.embeddings import for_retrieval
     from knowledge.retrieval import retrieve
 
-    inputs = query_inputs(campaign, position=position, state=state, player_text=player_text)
     # A savepoint only inside a transaction (a failed statement would poison
     # it); outside one, an atomic block would take SQLite's write lock for a read.
     guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
     try:
         with guard:
-            return retrieve(campaign_id=campaign.pk, query=inputs, **for_retrieval(profile))
+            return retrieve(campaign_id=campaign.pk, query=query, **search)
     except DatabaseError as exc:
         log.exception("Retrieval failed for campaign %s", campaign.pk)
         return records.KnowledgeResult(
             semantic_note=f"Retrieval failed this turn ({type(exc).__name__}); nothing was supplied."
         )
+
+
+def memories_for(campaign: Campaign, query, search: dict, *, lineage_ids, before_depth: int):
+    """This lineage's memories for the turn, searched with lore's query and
+    query vector (made once: `recall.remembering`). Like lore, never fails
+    the turn."""
+    from knowledge.query import assemble
+    from knowledge.retrieval import semantic_floor
+
+    assembled = assemble(query)
+    vector = None
+    if search["embed_query"] is not None and assembled.semantic_text.strip():
+        vector, _ = search["embed_query"](assembled.semantic_text)
+    guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    try:
+        with guard:
+            return recall.memories_for(
+                campaign.pk, lineage_ids=lineage_ids, before_depth=before_depth, query=assembled,
+                query_vector=vector, embedding_model=search["embedding_model"],
+                floor=semantic_floor(search["embedding_model"]),
+            )
+    except DatabaseError:
+        log.exception("Memory recall failed for campaign %s", campaign.pk)
+        return ()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef
 
 from . import lineage
-from .models import Action, Campaign, ContextSnapshot
+from .models import Action, Campaign, ContextSnapshot, DerivedJob
 
 #: Branch ends the branch view lists, the most recently written first.
 BRANCHES_SHOWN = 50
@@ -53,3 +53,37 @@ def branch_ends(campaign: Campaign) -> list[Branch]:
         Branch(end=a, current=head is not None and lineage.contains(campaign.pk, a.pk, head))
         for a in ends
     ]
+
+
+#: Rows of each kind the operators' monitor lists.
+MONITOR_ROWS = 50
+
+
+def monitor_narrations(*, limit: int = MONITOR_ROWS) -> list[Action]:
+    """The newest narrations that are under way or failed: what a reader
+    is waiting for, or was let down by."""
+    busy = [Action.Status.PENDING, Action.Status.STREAMING, Action.Status.FAILED]
+    return list(
+        Action.objects.filter(kind=Action.Kind.AI, status__in=busy)
+        .select_related("campaign__owner")
+        .defer("text", "state")
+        .order_by("-created", "-id")[:limit]
+    )
+
+
+def monitor_derived(*, limit: int = MONITOR_ROWS) -> list[DerivedJob]:
+    """The newest summary and memory jobs, failed ones first."""
+    jobs = DerivedJob.objects.select_related("campaign__owner")
+    failed = list(jobs.filter(state=DerivedJob.State.FAILED).order_by("-updated")[:limit])
+    rest = list(jobs.exclude(state=DerivedJob.State.FAILED).order_by("-updated")[: max(0, limit - len(failed))])
+    return failed + rest
+
+
+def derived_trouble(campaign: Campaign) -> list[DerivedJob]:
+    """This story's failed summary and memory jobs, for the play page's notice
+    (on its current lineage: an abandoned branch's troubles are not the reader's now)."""
+    failed = list(DerivedJob.objects.filter(campaign=campaign, state=DerivedJob.State.FAILED).order_by("-updated")[:20])
+    if not failed or campaign.head_id is None:
+        return []
+    ids = lineage.ids(campaign.pk, campaign.head_id)
+    return [job for job in failed if job.anchor_id in ids]

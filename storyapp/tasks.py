@@ -1,7 +1,7 @@
 from celery import shared_task
 
-from . import narration, prompting
-from .models import EndpointProfile
+from . import derived, narration, prompting
+from .models import DerivedJob, EndpointProfile
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -17,3 +17,15 @@ def probe_endpoint(profile_id: int) -> None:
     profile = EndpointProfile.objects.filter(pk=profile_id).first()
     if profile is not None:
         prompting.probed(profile)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=DerivedJob.MAX_ATTEMPTS - 1)
+def derive(self, job_id: int) -> None:
+    """Runs one summary or memory job; the job row keeps the attempts, so a
+    redelivery after a killed worker counts as one more, not as a first."""
+    retries = self.request.retries
+    try:
+        derived.run(job_id, final_attempt=retries >= self.max_retries)
+    except derived.RetryLater as exc:
+        countdown = derived.BACKOFF_SECONDS[min(retries, len(derived.BACKOFF_SECONDS) - 1)]
+        raise self.retry(exc=exc, countdown=countdown) from exc

@@ -167,7 +167,11 @@ class DemoHandler(BaseHTTPRequestHandler):
                 "received": self.received,
             }
         )
-        step = demo._take_step() or step_from_directive(narration.last_user_text(messages)) or Step()
+        summary = narration.is_summary_request(messages)
+        if summary:
+            step = demo._take_summary_step() or Step()
+        else:
+            step = demo._take_step() or step_from_directive(narration.last_user_text(messages)) or Step()
         if step.stall and demo._stopping.wait(step.stall):
             self.close_connection = True
             return
@@ -176,7 +180,8 @@ class DemoHandler(BaseHTTPRequestHandler):
         if step.refuse:
             reply, finish = narration.REFUSAL, "content_filter"
         else:
-            reply = step.reply if step.reply is not None else narration.narrate(messages, demo._next_id())
+            default = narration.summarize(messages) if summary else narration.narrate(messages, demo._next_id())
+            reply = step.reply if step.reply is not None else default
             finish = "stop"
         if limit and narration.count_tokens(reply) > limit:
             reply, finish = narration.truncate_tokens(reply, limit), "length"
@@ -271,9 +276,12 @@ class DemoHandler(BaseHTTPRequestHandler):
     def _script_add(self, body: dict) -> None:
         steps = body.get("steps")
         if not isinstance(steps, list):
-            return self._send_error(400, "Send {\"steps\": [...]}.")
+            return self._send_error(400, "Send {\"steps\": [...]}, with \"summaries\": true for summary requests.")
         try:
-            self.server.demo.script(*steps)
+            if body.get("summaries") is True:
+                self.server.demo.script_summaries(*steps)
+            else:
+                self.server.demo.script(*steps)
         except ValueError as error:
             return self._send_error(400, str(error))
         self._send_json(200, {"queued": self.server.demo.queued()})

@@ -81,3 +81,29 @@ def pieces(text: str, words_per_piece: int = 3) -> list[str]:
     """The text split into a few words at a time, whitespace kept, for streaming."""
     words = re.findall(r"\s*\S+\s*", text) or [text]
     return ["".join(words[i : i + words_per_piece]) for i in range(0, len(words), words_per_piece)]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SPEAKER = re.compile(r"^(?:Part \d+|Narrator|[^:\n]{1,60}\(the reader\)|The reader):\s*", re.MULTILINE)
+
+
+def is_summary_request(messages: list) -> bool:
+    """Whether the app's summarizer is asking (its instructions open so)."""
+    from contextbuild.summaries import SUMMARIZER_OPENING
+
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    return first.get("role") == "system" and message_text(first).startswith(SUMMARIZER_OPENING)
+
+
+def summarize(messages: list) -> str:
+    """The demo summarizer: the first sentence of every passage it was
+    given, and those sentences again as facts. Extractive, so a test can
+    tell exactly which actions a summary covered."""
+    text = last_user_text(messages)
+    firsts = []
+    for block in _SPEAKER.split(text):
+        block = block.strip()
+        if block and not block.startswith("The passage:"):
+            firsts.append(_SENTENCE.split(block, maxsplit=1)[0].strip())
+    facts = "\n".join(f"- {sentence}" for sentence in firsts[:8])
+    return f"Summary: {' '.join(firsts)}\nFacts:\n{facts}"

@@ -59,6 +59,7 @@ class DemoModelServer:
         self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
         self._embedding_steps: deque[Step] = deque()
+        self._summary_steps: deque[Step] = deque()
         self._requests: list[dict] = []
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -141,10 +142,19 @@ class DemoModelServer:
         with self._lock:
             self._embedding_steps.extend(parsed)
 
+    def script_summaries(self, *steps: dict) -> None:
+        """Queue steps for the next summary requests (told apart by the
+        summarizer's opening), so scripting narrations is never disturbed
+        by a summary that a turn scheduled."""
+        parsed = [step_from_json(step) for step in steps]
+        with self._lock:
+            self._summary_steps.extend(parsed)
+
     def clear_script(self) -> None:
         with self._lock:
             self._steps.clear()
             self._embedding_steps.clear()
+            self._summary_steps.clear()
 
     def requests(self) -> list[dict]:
         """The chat and embedding requests received so far, oldest first."""
@@ -164,6 +174,10 @@ class DemoModelServer:
     def _take_step(self) -> Step | None:
         with self._lock:
             return self._steps.popleft() if self._steps else None
+
+    def _take_summary_step(self) -> Step | None:
+        with self._lock:
+            return self._summary_steps.popleft() if self._summary_steps else None
 
     def _take_embedding_step(self) -> Step | None:
         with self._lock:

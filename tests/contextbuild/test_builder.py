@@ -309,13 +309,14 @@ def test_report_has_the_stored_shape_and_survives_json():
     inputs = full_turn(derived=({"job": "memories", "state": "failing", "error": "timeout"},))
     report = build_context(inputs).report
     assert set(report) == {"sections", "prompt", "tokens", "window", "memories", "summary",
-                           "derived", "knowledge", "history", "settings"}
+                           "derived", "knowledge", "history", "settings", "state"}
     assert set(report["tokens"]) == {"total", "budget", "configured_budget", "output_reserve",
                                      "prompt_capacity", "ratio_budgeted", "ratio_on_profile",
                                      "protected", "available_for_history", "history_spent",
                                      "knowledge_spent", "unused", "server_prompt_tokens", "ratio"}
     assert report["summary"] == {"text": "Mara fled the capital.", "covers_through": 12,
-                                 "covers_actions": 13}
+                                 "covers_actions": 13, "parts": []}
+    assert report["state"] == inputs.narrative_state
     assert report["derived"] == [{"job": "memories", "state": "failing", "error": "timeout"}]
     assert report["settings"]["context_token_budget"] == 8192
     assert report["window"]["verified"] is False

@@ -1,0 +1,76 @@
+"""Recorded memories: the facts a narration's accepted state events establish.
+
+The state holds what is true now; a memory holds what happened, so a later
+turn can be reminded that the harbourmaster died at the quay even when the
+state has long moved on. These are made from accepted events only, so they
+carry the authority of the narrative state (`recorded`); what a model reads
+into the story is a summary's fact instead, marked `inferred`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: The longest memory kept; a memory is retrieved into prompts.
+MAX_CHARS = 300
+
+
+def _text(value) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _name(state: dict, key, protagonist: str) -> str:
+    if key in (None, "", "protagonist", "player", "you"):
+        return protagonist or "The protagonist"
+    entities = state.get("entities") if isinstance(state, dict) else None
+    entity = entities.get(key) if isinstance(entities, dict) else None
+    name = _text(entity.get("name")) if isinstance(entity, dict) else ""
+    return name or str(key).replace("_", " ").replace("-", " ")
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    if text and text[-1] not in ".!?":
+        text += "."
+    return text[:MAX_CHARS]
+
+
+def describe(event: dict, state: dict, *, protagonist: str = "") -> str:
+    """One accepted event as a plain sentence, or "" for one not worth
+    remembering on its own (a bare rename)."""
+    kind = event.get("type")
+    if kind == "scene":
+        summary, location = _text(event.get("summary")), _text(event.get("location"))
+        if summary and location:
+            return _sentence(f"{summary.rstrip('.')} ({location})")
+        return _sentence(summary or f"The scene moved to {location}")
+    if kind == "entity":
+        name = _name(state, event.get("id"), protagonist)
+        status = _text(event.get("status"))
+        return _sentence(f"{name}: {status}") if status else ""
+    if kind == "thread":
+        threads = state.get("threads") if isinstance(state, dict) else None
+        known = threads.get(event.get("id")) if isinstance(threads, dict) else None
+        title = _text(event.get("title")) or (_text(known.get("title")) if isinstance(known, dict) else "")
+        if not title:
+            return ""
+        if _text(event.get("status")).lower() == "resolved":
+            return _sentence(f"Resolved: {title}")
+        return _sentence(f"Begun: {title}")
+    if kind == "move":
+        who = _name(state, event.get("id") or event.get("entity"), protagonist)
+        place = _text(event.get("location") or event.get("to"))
+        return _sentence(f"{who} went to {place}") if place else ""
+    if kind == "item":
+        who = _name(state, event.get("holder") or event.get("id") or event.get("entity"), protagonist)
+        item = _text(event.get("item") or event.get("name"))
+        change = _text(event.get("change") or event.get("action")).lower()
+        verb = "lost" if change in ("lost", "lose", "removed", "dropped", "gave") else "gained"
+        return _sentence(f"{who} {verb} {item}") if item else ""
+    return ""
+
+
+def recorded(events: Sequence[dict], state: dict, *, protagonist: str = "") -> tuple[str, ...]:
+    """The distinct sentences of a narration's accepted events, in order."""
+    texts = (describe(e, state, protagonist=protagonist) for e in events if isinstance(e, dict))
+    return tuple(dict.fromkeys(t for t in texts if t))
