@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .narrative import Entity, NarrativeState
 from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona
 
 #: Between sections and between passages: a blank line, which the model reads
@@ -32,26 +33,26 @@ state; they are true even when the recent story forgot them.
 to them. No headings, lists, options menus or out-of-story commentary."""
 
 STATE_RULE = """\
-After the narration, end every reply with a state block: one line of JSON \
-between <state> and </state>, an object with an "events" list. Report only \
-what changed in this turn; use {"events": []} when nothing did. Events:
-- {"type": "scene", "summary": "...", "location": "..."}: the scene moved on \
-or the place changed.
-- {"type": "entity", "id": "...", "name": "...", "status": "...", \
-"aliases": ["..."]}: a character, creature, object or faction appeared or \
-changed. Reuse the id shown in the narrative state for anything already \
-known; make a new id of lowercase letters for anything new.
-- {"type": "thread", "id": "...", "title": "...", "status": "open"}: a goal, \
-promise or mystery began; send it again with "status": "resolved" when it ends.
-The block is bookkeeping, not story: never mention it in the narration.
-Example of a complete ending (the names in it are placeholders, not part of \
-this story):
-The guard pockets the coin and waves you through.
-<state>{"events": [{"type": "scene", "summary": "You pass the gate at \
-dusk.", "location": "the city gate"}, {"type": "entity", "id": "guard", \
-"name": "The gate guard", "status": "bribed", "aliases": ["the guard"]}, \
-{"type": "thread", "id": "entry", "title": "Get into the city", \
-"status": "resolved"}]}</state>"""
+After the narration, end every reply with a state block: one line of JSON, \
+<state>{"events": [...]}</state>, listing what changed this turn \
+(<state>{"events": []}</state> when nothing did). Each event has a "type" \
+and its fields:
+- scene (summary, location): the scene moved on.
+- move (id, to): someone went somewhere.
+- entity (id, name, status, aliases as a list): a character, creature, thing \
+or faction appeared or changed.
+- item (id, item, change: "gained" or "lost"): someone gained or lost an item.
+- thread (id, title, status: "open" or "resolved"): a goal, promise or \
+mystery began or ended.
+The id "you" is the player character. Reuse the ids in the narrative state; \
+give anything new an id of lowercase letters. The block is bookkeeping, not \
+story: never mention it in the narration.
+Example of a complete ending (placeholder names, not this story):
+The guard takes your coin and lets you in.
+<state>{"events": [{"type": "move", "id": "you", "to": "the city"}, \
+{"type": "item", "id": "you", "item": "a coin", "change": "lost"}, \
+{"type": "entity", "id": "guard", "name": "The guard", "status": "bribed"}, \
+{"type": "thread", "id": "entry", "status": "resolved"}]}</state>"""
 
 #: The reader's message when a turn has no new action of theirs: the story's
 #: first narration, and a narration that continues the last one.
@@ -140,43 +141,39 @@ def render_state(narrative_state: dict) -> str:
 
     Entity and thread ids are shown because the state rule asks the model to
     reuse them; resolved threads are left out because they no longer steer the
-    story. The document is stored JSON, so shapes are checked, not assumed.
+    story. The stored document is read through `NarrativeState`, which checks
+    its shapes.
     """
-    if not isinstance(narrative_state, dict):
-        return ""
+    state = NarrativeState.from_document(narrative_state)
     lines: list[str] = []
-    scene = narrative_state.get("scene")
-    if isinstance(scene, dict):
-        if _text(scene.get("summary")):
-            lines.append(f"Scene: {_text(scene.get('summary'))}")
-        if _text(scene.get("location")):
-            lines.append(f"Location: {_text(scene.get('location'))}")
-    entities = narrative_state.get("entities")
-    if isinstance(entities, dict) and entities:
+    if state.scene.summary:
+        lines.append(f"Scene: {state.scene.summary}")
+    if state.scene.location:
+        lines.append(f"Location: {state.scene.location}")
+    if state.inventory:
+        lines.append("You carry: " + ", ".join(state.inventory))
+    if state.entities:
         lines.append("Characters and things:")
-        for key, entity in entities.items():
-            entity = entity if isinstance(entity, dict) else {}
-            details = [_text(entity.get("status"))]
-            aliases = entity.get("aliases")
-            aliases = [_text(a) for a in aliases if _text(a)] if isinstance(aliases, list) else []
-            if aliases:
-                details.append("also called " + ", ".join(aliases))
-            detail = "; ".join(d for d in details if d)
-            name = _text(entity.get("name")) or str(key)
-            lines.append(f"- {name} [{key}]" + (f" ({detail})" if detail else ""))
-    threads = narrative_state.get("threads")
-    if isinstance(threads, dict):
-        open_threads = [
-            f"- {_text(thread.get('title')) or key} [{key}]"
-            for key, thread in threads.items()
-            if isinstance(thread, dict) and thread.get("status", "open") == "open"
-        ]
-        if open_threads:
-            lines.append("Open threads:")
-            lines.extend(open_threads)
+        lines.extend(_entity_line(entity) for entity in state.entities)
+    open_threads = [f"- {t.title or t.id} [{t.id}]" for t in state.threads if t.is_open]
+    if open_threads:
+        lines.append("Open threads:")
+        lines.extend(open_threads)
     if not lines:
         return ""
     return "\n".join([_STATE_HEADING, *lines])
+
+
+def _entity_line(entity: Entity) -> str:
+    details = [entity.status]
+    if entity.aliases:
+        details.append("also called " + ", ".join(entity.aliases))
+    if entity.location:
+        details.append(f"at {entity.location}")
+    if entity.items:
+        details.append("holds " + ", ".join(entity.items))
+    detail = "; ".join(d for d in details if d)
+    return f"- {entity.label} [{entity.id}]" + (f" ({detail})" if detail else "")
 
 
 def render_refusals(refusals) -> str:
@@ -233,6 +230,3 @@ def render_persona(persona: Persona) -> str:
     body = " ".join(part for part in (head, description) if part)
     return f"Player character:\n{body}"
 
-
-def _text(value) -> str:
-    return value.strip() if isinstance(value, str) else ""

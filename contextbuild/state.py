@@ -11,26 +11,38 @@ the rest still apply. Refusals are what the next prompt tells the narrator
 (rules.render_refusals), so each reason names the event it refuses.
 """
 
+
 from __future__ import annotations
 
-import copy
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-#: Entity and thread ids, as the rule asks for them: lowercase letters,
-#: digits, underscores and hyphens.
-_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-THREAD_STATUSES = ("open", "resolved")
-#: Longest text kept from any one field: a runaway model must not grow the
-#: state (which is in every prompt) without bound.
-MAX_FIELD = 300
+from .narrative import (
+    ID,
+    MAX_ALIASES,
+    MAX_ENTITIES,
+    MAX_FIELD,
+    MAX_ITEMS,
+    MAX_THREADS,
+    PLAYER,
+    THREAD_STATUSES,
+    Entity,
+    NarrativeState,
+    Thread,
+    holds,
+    without,
+)
+
+#: How an item event may say which way the item went.
+GAINED, LOST = ("gained", "gain"), ("lost", "lose")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """The state after the block, what was applied, what was refused and why,
-    and a note when the block itself could not be read."""
+    """The state after the block (as its stored document), what was applied,
+    what was refused and why, and a note when the block itself could not be
+    read."""
 
     state: dict
     applied: tuple[dict, ...] = ()
@@ -64,15 +76,15 @@ def apply_block(state: dict, body: str | None, *, forbidden: tuple[tuple[str, st
     """The state after the reply's block (see `parse_block` and `apply_events`)."""
     events, note = parse_block(body)
     if events is None:
-        return Outcome(state=copy.deepcopy(state), note=note)
+        return Outcome(state=NarrativeState.from_document(state).as_document(), note=note)
     return apply_events(state, events, forbidden=forbidden)
 
 
 def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str], ...] = ()) -> Outcome:
-    """Applies each valid event in order to a copy of `state`; refuses the
-    others with their reason. `forbidden` holds the campaign's (from, to)
+    """Applies each valid event in order to the stored state `state`; refuses
+    the others with their reason. `forbidden` holds the campaign's (from, to)
     status changes that may never happen (dead → alive)."""
-    new = copy.deepcopy(state) if isinstance(state, dict) else {}
+    current = NarrativeState.from_document(state)
     applied: list[dict] = []
     refused: list[str] = []
     banned = {(a.strip().lower(), b.strip().lower()) for a, b in forbidden if a and b}
@@ -85,86 +97,132 @@ def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str],
         if handler is None:
             refused.append(f"event {index + 1} has an unknown type {json.dumps(kind)}")
             continue
-        why = handler(new, event, banned)
+        after, why = handler(current, event, banned)
         if why:
             refused.append(f"{kind} event {index + 1}: {why}")
         else:
+            current = after
             applied.append(event)
-    return Outcome(state=new, applied=tuple(applied), refused=tuple(refused))
+    return Outcome(state=current.as_document(), applied=tuple(applied), refused=tuple(refused))
 
 
 def _text(value) -> str:
     return value.strip()[:MAX_FIELD] if isinstance(value, str) else ""
 
 
-def _scene(state: dict, event: dict, banned) -> str:
+def _bad_id(key) -> str:
+    if not isinstance(key, str) or not ID.match(key):
+        return f"the id {json.dumps(key)} is not lowercase letters, digits, - or _"
+    return ""
+
+
+def _holder(state: NarrativeState, key) -> tuple[Entity | None, str]:
+    """The known entity a move or item event names (None for the player
+    character), or why it names nothing the state knows."""
+    if key == PLAYER:
+        return None, ""
+    why = _bad_id(key)
+    if why:
+        return None, f'{why} (the player character is "{PLAYER}")'
+    entity = state.entity(key)
+    if entity is None:
+        return None, f"“{key}” is not in the narrative state; introduce it with an entity event first"
+    return entity, ""
+
+
+def _scene(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, str]:
     summary, location = _text(event.get("summary")), _text(event.get("location"))
     if not (summary or location):
-        return "it names neither a summary nor a location"
-    scene = state.get("scene") if isinstance(state.get("scene"), dict) else {}
-    if summary:
-        scene["summary"] = summary
-    if location:
-        scene["location"] = location
-    state["scene"] = scene
-    return ""
+        return state, "it names neither a summary nor a location"
+    scene = replace(state.scene, **{k: v for k, v in (("summary", summary), ("location", location)) if v})
+    return replace(state, scene=scene), ""
 
 
-def _lookup(state: dict, table: str, key) -> tuple[str, dict, dict | None]:
-    """(why the id is refused or "", the state's table, the known record)."""
-    if not isinstance(key, str) or not _ID.match(key):
-        return f"the id {json.dumps(key)} is not lowercase letters, digits, - or _", {}, None
-    records = state.get(table) if isinstance(state.get(table), dict) else {}
-    known = records.get(key) if isinstance(records.get(key), dict) else None
-    return "", records, known
-
-
-def _entity(state: dict, event: dict, banned) -> str:
+def _entity(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, str]:
     key = event.get("id")
-    why, entities, known = _lookup(state, "entities", key)
+    if key == PLAYER:
+        return state, f"“{PLAYER}” is the player character; use move and item events for them"
+    why = _bad_id(key)
     if why:
-        return why
+        return state, why
+    known = state.entity(key)
     name = _text(event.get("name"))
     if known is None and not name:
-        return f"“{key}” is new and has no name"
+        return state, f"“{key}” is new and has no name"
+    if known is None and len(state.entities) >= MAX_ENTITIES:
+        return state, f"the narrative state already tracks {MAX_ENTITIES} characters and things"
     status = _text(event.get("status"))
-    before = _text(known.get("status")).lower() if known else ""
+    before = known.status.lower() if known else ""
     if known and status and (before, status.lower()) in banned:
-        return f"“{known.get('name') or key}” cannot go from {before} to {status.lower()} (campaign canon)"
+        return state, f"“{known.label}” cannot go from {before} to {status.lower()} (campaign canon)"
     aliases = event.get("aliases")
     if aliases is not None and not (isinstance(aliases, list) and all(isinstance(a, str) for a in aliases)):
-        return "aliases must be a list of strings"
-    entity = dict(known or {})
-    if name:
-        entity["name"] = name
-    if status:
-        entity["status"] = status
-    if aliases:
-        merged = [*entity.get("aliases", []), *(_text(a) for a in aliases)]
-        entity["aliases"] = list(dict.fromkeys(a for a in merged if a))[:12]
-    entities[key] = entity
-    state["entities"] = entities
-    return ""
+        return state, "aliases must be a list of strings"
+    entity = known or Entity(id=key)
+    merged = [*entity.aliases, *(_text(a) for a in aliases or ())]
+    entity = replace(
+        entity,
+        name=name or entity.name,
+        status=status or entity.status,
+        aliases=tuple(dict.fromkeys(a for a in merged if a))[:MAX_ALIASES],
+    )
+    return state.with_entity(entity), ""
 
 
-def _thread(state: dict, event: dict, banned) -> str:
+def _thread(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, str]:
     key = event.get("id")
-    why, threads, known = _lookup(state, "threads", key)
+    why = _bad_id(key)
     if why:
-        return why
+        return state, why
     status = _text(event.get("status")).lower() or "open"
     if status not in THREAD_STATUSES:
-        return f"the status {json.dumps(event.get('status'))} is not open or resolved"
+        return state, f"the status {json.dumps(event.get('status'))} is not open or resolved"
+    known = state.thread(key)
     title = _text(event.get("title"))
     if known is None and not title:
-        return f"“{key}” is new and has no title"
-    thread = dict(known or {})
-    if title:
-        thread["title"] = title
-    thread["status"] = status
-    threads[key] = thread
-    state["threads"] = threads
-    return ""
+        return state, f"“{key}” is new and has no title"
+    if known is None and len(state.threads) >= MAX_THREADS:
+        return state, f"the narrative state already tracks {MAX_THREADS} threads"
+    thread = known or Thread(id=key)
+    return state.with_thread(replace(thread, title=title or thread.title, status=status)), ""
 
 
-_HANDLERS = {"scene": _scene, "entity": _entity, "thread": _thread}
+def _move(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, str]:
+    """The player character moving is the scene's location changing."""
+    entity, why = _holder(state, event.get("id"))
+    if why:
+        return state, why
+    place = _text(event.get("to"))
+    if not place:
+        return state, "it names no place to go to"
+    if entity is None:
+        return replace(state, scene=replace(state.scene, location=place)), ""
+    return state.with_entity(replace(entity, location=place)), ""
+
+
+def _item(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, str]:
+    entity, why = _holder(state, event.get("id"))
+    if why:
+        return state, why
+    item = _text(event.get("item"))
+    if not item:
+        return state, "it names no item"
+    change = _text(event.get("change")).lower()
+    if change not in GAINED + LOST:
+        return state, f"the change {json.dumps(event.get('change'))} is not gained or lost"
+    items = state.inventory if entity is None else entity.items
+    holder = "you" if entity is None else f"“{entity.label}”"
+    if change in LOST:
+        if not holds(items, item):
+            return state, f"“{item}” is not held by {holder}"
+        items = without(items, item)
+    elif not holds(items, item):
+        if len(items) >= MAX_ITEMS:
+            return state, f"{holder} cannot hold more than {MAX_ITEMS} items"
+        items = (*items, item)
+    if entity is None:
+        return replace(state, inventory=items), ""
+    return state.with_entity(replace(entity, items=items)), ""
+
+
+_HANDLERS = {"scene": _scene, "move": _move, "entity": _entity, "item": _item, "thread": _thread}

@@ -47,6 +47,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from contextbuild.narrative import Entity, NarrativeState
 from contextbuild.tokens import encoding, truncate_to_last_tokens
 
 from .ranking import COMMON_WORD_RANK, Term, lexical_verdict
@@ -263,40 +264,29 @@ def _text(value) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _entities(state: dict) -> list[tuple[str, dict]]:
-    entities = state.get("entities")
-    if not isinstance(entities, dict):
-        return []
-    return [(str(key), entity if isinstance(entity, dict) else {}) for key, entity in list(entities.items())[:STATE_ITEMS]]
+def _entities(state: NarrativeState) -> tuple[Entity, ...]:
+    return state.entities[:STATE_ITEMS]
 
 
-def _aliases(entity: dict) -> list[str]:
-    aliases = entity.get("aliases")
-    if not isinstance(aliases, list):
-        return []
-    return [_text(a) for a in aliases[:ALIASES_PER_ENTITY] if _text(a)]
+def _aliases(entity: Entity) -> list[str]:
+    return list(entity.aliases[:ALIASES_PER_ENTITY])
 
 
 def state_text(state: dict) -> str:
     """Scene, location, entity names and aliases, open threads, as text.
 
-    Read off the stored document rather than the prompt's rendering of it:
-    only the words are wanted. Shapes are checked, not assumed.
+    Read off the stored document (through `NarrativeState`, which checks its
+    shapes) rather than the prompt's rendering of it: only the words are
+    wanted. What the player character carries is left out: it is in every
+    query while it is carried, so a passage about it would be admitted
+    whatever the scene, as a standing entity's would.
     """
-    if not isinstance(state, dict):
-        return ""
-    pieces: list[str] = []
-    scene = state.get("scene")
-    if isinstance(scene, dict):
-        pieces += [_text(scene.get("summary")), _text(scene.get("location"))]
-    for key, entity in _entities(state):
-        pieces.append(_text(entity.get("name")) or key.replace("_", " ").replace("-", " "))
+    narrative = NarrativeState.from_document(state)
+    pieces = [narrative.scene.summary, narrative.scene.location]
+    for entity in _entities(narrative):
+        pieces.append(entity.name or entity.id.replace("_", " ").replace("-", " "))
         pieces += _aliases(entity)
-    threads = state.get("threads")
-    if isinstance(threads, dict):
-        for key, thread in list(threads.items())[:STATE_ITEMS]:
-            if isinstance(thread, dict) and thread.get("status", "open") in ("open", "", None):
-                pieces.append(_text(thread.get("title")) or str(key))
+    pieces += [t.title or t.id for t in narrative.threads[:STATE_ITEMS] if t.is_open]
     return "\n".join(piece for piece in pieces if piece)
 
 
@@ -307,8 +297,8 @@ def standing_groups(state: dict, persona_name: str = "") -> tuple[frozenset[str]
     persona = frozenset(stem(w) for w in words(persona_name or ""))
     if persona:
         groups.append(persona)
-    for key, entity in _entities(state if isinstance(state, dict) else {}):
-        names = [key.replace("_", " ").replace("-", " "), _text(entity.get("name")), *_aliases(entity)]
+    for entity in _entities(NarrativeState.from_document(state)):
+        names = [entity.id.replace("_", " ").replace("-", " "), entity.name, *_aliases(entity)]
         group = frozenset(stem(w) for name in names for w in words(name))
         if group:
             groups.append(group)

@@ -1,4 +1,8 @@
+import re
+
 from django import forms
+
+from contextbuild.narrative import Entity, NarrativeState, Thread
 
 from .models import Campaign, EndpointProfile
 
@@ -177,6 +181,139 @@ class MemoryForm(forms.ModelForm):
             "authors_note": "A steer placed near the end of the prompt, where it weighs most.",
             "plot_essentials": "Facts the narrator must always remember.",
             "ai_instructions": "How the narrator should write.",
+        }
+
+
+#: The labelled parts of an entity line, after "id: Name | status".
+_ENTITY_PART = re.compile(r"^(also|at|holds)\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _entity_line(entity: Entity) -> str:
+    parts = [f"{entity.id}: {entity.name}", entity.status]
+    parts += [f"also: {', '.join(entity.aliases)}" if entity.aliases else ""]
+    parts += [f"at: {entity.location}" if entity.location else ""]
+    parts += [f"holds: {', '.join(entity.items)}" if entity.items else ""]
+    return " | ".join(p for p in parts if p)
+
+
+def _thread_line(thread: Thread) -> str:
+    return f"{thread.id}: {thread.title}" + (" | resolved" if not thread.is_open else "")
+
+
+def _listed(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+class StateForm(forms.Form):
+    """The narrative state at the head, corrected by hand beside the story.
+
+    Plain lines, like the canon fields, so a reader never writes JSON; the
+    form only turns lines into the stored document, and the service checks
+    that document with the one state parser. A line the reader left as it
+    was shown keeps its stored record exactly, so a name with a comma or a
+    bar in it survives a save that only changed the scene.
+    """
+
+    summary = forms.CharField(label="Scene", required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    location = forms.CharField(label="Where you are", required=False)
+    inventory = forms.CharField(
+        label="You carry", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One thing per line.",
+    )
+    entities = forms.CharField(
+        label="Characters and things", required=False, widget=forms.Textarea(attrs={"rows": 6}),
+        help_text="One per line, as “id: Name | status | also: other names | at: place | holds: things”. "
+                  "Only the id and the name are needed; an id is lowercase letters, digits, - or _.",
+    )
+    threads = forms.CharField(
+        label="Threads", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One per line, as “id: What is at stake”; add “| resolved” once it is over.",
+    )
+    based_on = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, state: dict, **kwargs):
+        self.shown = NarrativeState.from_document(state)
+        kwargs.setdefault("initial", {
+            "summary": self.shown.scene.summary,
+            "location": self.shown.scene.location,
+            "inventory": "\n".join(self.shown.inventory),
+            # A blank line between entities: in a narrow panel a long line
+            # wraps, and the gap shows where one entity ends.
+            "entities": "\n\n".join(_entity_line(e) for e in self.shown.entities),
+            "threads": "\n".join(_thread_line(t) for t in self.shown.threads),
+            "based_on": self.shown.fingerprint(),
+        })
+        super().__init__(*args, **kwargs)
+
+    def clean_inventory(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["inventory"].splitlines() if line.strip()]
+
+    def clean_entities(self) -> dict:
+        kept = {_entity_line(e): e for e in self.shown.entities}
+        return self._table("entities", lambda line, rest: self._entity(kept.get(line), rest))
+
+    def clean_threads(self) -> dict:
+        return self._table("threads", lambda line, rest: self._thread(rest))
+
+    def _table(self, name: str, read_line) -> dict:
+        """id → record from "id: rest" lines; every bad line is named."""
+        table: dict[str, dict] = {}
+        errors: list[str] = []
+        for number, line in enumerate(self.cleaned_data[name].splitlines(), start=1):
+            line = line.strip()
+            if not line:
+                continue
+            key, colon, rest = line.partition(":")
+            key = key.strip()
+            if not colon or not key or "|" in key:
+                errors.append(f"Line {number} (“{line[:40]}”) should begin with an id and a colon, like “guard: The guard”.")
+            elif key in table:
+                errors.append(f"Line {number}: the id “{key}” is already used above.")
+            else:
+                record, why = read_line(line, rest)
+                if why:
+                    errors.append(f"Line {number} (“{line[:40]}”): {why}")
+                table[key] = record
+        if errors:
+            raise forms.ValidationError(errors)
+        return table
+
+    @staticmethod
+    def _entity(unchanged: Entity | None, rest: str) -> tuple[dict, str]:
+        if unchanged is not None:
+            return unchanged.as_record(), ""
+        name, *parts = (p.strip() for p in rest.split("|"))
+        record: dict = {"name": name}
+        for part in filter(None, parts):
+            labelled = _ENTITY_PART.match(part)
+            if labelled is None and "status" not in record:
+                record["status"] = part
+            elif labelled is None:
+                return record, f"“{part}” is a second status; begin it with also:, at: or holds:."
+            else:
+                label, value = labelled.group(1).lower(), labelled.group(2).strip()
+                if label == "at":
+                    record["location"] = value
+                else:
+                    record["aliases" if label == "also" else "items"] = _listed(value)
+        return record, ""
+
+    @staticmethod
+    def _thread(rest: str) -> tuple[dict, str]:
+        title, *parts = (p.strip() for p in rest.split("|"))
+        parts = [p for p in parts if p]
+        if len(parts) > 1:
+            return {}, "a thread line has a title and at most “| resolved”."
+        return {"title": title, "status": parts[0] if parts else "open"}, ""
+
+    def document(self) -> dict:
+        """The state the reader typed, as the document the service checks."""
+        data = self.cleaned_data
+        return {
+            "scene": {"summary": data["summary"], "location": data["location"]},
+            "entities": data["entities"],
+            "threads": data["threads"],
+            "inventory": data["inventory"],
         }
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
+from contextbuild.narrative import NarrativeState
 from contextbuild.tokens import count_tokens
 
 from .models import Action, Campaign, ContextSnapshot
@@ -288,3 +289,68 @@ def narration_stop(*, action: Action, now: datetime) -> bool:
             status=Action.Status.STOPPED, stop_requested=True, heartbeat=None
         )
     )
+
+
+class StateRefused(TurnRefused):
+    """A hand correction the state parser would have to drop, cut or guess
+    at; `problems` names each."""
+
+    def __init__(self, problems: tuple[str, ...]):
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+
+def _state_holders(head: Action | None) -> tuple[list[Action], bool]:
+    """The actions whose stored state the next turn may start from, and
+    whether the opening state is one of them.
+
+    That is the head and the actions above it up to the newest narration
+    that is part of the story: a new turn at a failed narration, or at a
+    reader's action, starts from further up (see `turn_submit`), and a
+    retry reads the parent's state, so a correction written on the head
+    alone would be lost there.
+    """
+    holders = []
+    action = head
+    while action is not None:
+        holders.append(action)
+        if action.kind != Action.Kind.PLAYER and in_story(action):
+            return holders, False
+        action = action.parent
+    return holders, True
+
+
+@transaction.atomic
+def state_correct(*, campaign: Campaign, document: dict, based_on: str = "") -> dict:
+    """Replaces the narrative state at the head with the reader's correction;
+    the next prompt and retrieval query read it. Returns the stored document.
+
+    1. Refused while a narration is in flight: its finish would write over
+       the correction.
+    2. Refused when `based_on`, the fingerprint of the state the form
+       showed, is no longer the state: a narration finished, or another tab
+       saved, since, and saving would undo that unseen.
+    3. Checked by the one state parser: anything it would drop, cut or guess
+       at is refused with every reason, and nothing is written.
+    4. Written to every action the next turn may start from, or to the
+       opening state when the story has none (`_state_holders`).
+    """
+    campaign = _locked(campaign)
+    head = _head(campaign)
+    _refuse_while_narrating(head)
+    shown = NarrativeState.from_document(current_state(campaign, head))
+    if based_on and based_on != shown.fingerprint():
+        raise TurnRefused(
+            "The story state changed after this form was shown (a narration finished, or it was saved elsewhere). "
+            "Your text is kept below: check it against the story and save again."
+        )
+    state, problems = NarrativeState.read(document)
+    if problems:
+        raise StateRefused(problems)
+    stored = state.as_document()
+    holders, from_opening = _state_holders(head)
+    Action.objects.filter(pk__in=[a.pk for a in holders]).update(state=stored)
+    if from_opening:
+        campaign.initial_state = stored
+        campaign.save(update_fields=["initial_state", "updated"])
+    return stored

@@ -23,6 +23,7 @@ campaign_patterns = [
     path("actions/<int:action_id>/jump/", views.branch_jump, name="branch_jump"),
     path("actions/<int:action_id>/delete/", views.action_delete, name="action_delete"),
     path("memory/", views.campaign_memory, name="campaign_memory"),
+    path("state/", views.campaign_state, name="campaign_state"),
     path("branches/", views.campaign_branches, name="campaign_branches"),
     path("export/story.md", views.story_export, {"as_html": False}, name="story_export_markdown"),
     path("export/story.html", views.story_export, {"as_html": True}, name="story_export_html"),

@@ -27,7 +27,14 @@ from django_htmx.http import trigger_client_event
 
 from . import bundle, inspector, lineage, narration, selectors, services, storyexport
 from .access import action_for, campaign_for
-from .forms import ActionEditForm, BundleUploadForm, CampaignForm, MemoryForm, TurnForm
+from .forms import (
+    ActionEditForm,
+    BundleUploadForm,
+    CampaignForm,
+    MemoryForm,
+    StateForm,
+    TurnForm,
+)
 from .modelclient import endpoint_for
 from .models import Action, Campaign, ContextSnapshot
 
@@ -130,6 +137,65 @@ def campaign_memory(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "storyapp/play.html#memory", {"campaign": campaign, "memory_form": form, "saved": saved})
 
 
+def _head_of(campaign: Campaign) -> Action | None:
+    return Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
+
+
+def _state_panel(campaign: Campaign, head: Action | None, form: StateForm | None = None) -> dict:
+    """The story state panel's context: the form (bound when a correction
+    was refused) and whether a narration in flight holds corrections back."""
+    if form is None:
+        form = StateForm(state=services.current_state(campaign, head))
+    return {
+        "state_form": form,
+        "state_busy": head is not None and head.in_flight,
+    }
+
+
+def _state_saved(campaign: Campaign, form: StateForm) -> bool:
+    """Hands the typed state to the service; a refusal becomes the form's
+    errors, one per reason, above the reader's text."""
+    try:
+        services.state_correct(campaign=campaign, document=form.document(), based_on=form.cleaned_data["based_on"])
+    except services.StateRefused as exc:
+        for problem in exc.problems:
+            form.add_error(None, problem)
+        return False
+    except services.TurnRefused as exc:
+        form.add_error(None, str(exc))
+        return False
+    return True
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
+    """The side panel's story state: GET shows it as it is now (the panel
+    asks when it opens and when the story changes); POST saves the reader's
+    correction, which the next turn reads. Without JavaScript, a save
+    redirects to the page and a refusal shows the whole page again with the
+    reader's text kept."""
+    campaign = campaign_for(request, pk)
+    if request.method == "GET":
+        if not request.htmx:
+            return redirect(reverse("campaign_play", args=[pk]) + "#state-panel")
+        context = {"campaign": campaign, **_state_panel(campaign, _head_of(campaign))}
+        return render(request, "storyapp/play.html#state", context)
+    form = StateForm(request.POST, state=services.current_state(campaign, _head_of(campaign)))
+    saved = form.is_valid() and _state_saved(campaign, form)
+    if saved and not request.htmx:
+        messages.success(request, "Story state saved. The next turn reads it.")
+        return redirect("campaign_play", pk=pk)
+    if saved:
+        campaign.refresh_from_db()
+        form = None
+    context = {"campaign": campaign, **_state_panel(campaign, _head_of(campaign), form), "state_saved": saved}
+    if request.htmx:
+        return render(request, "storyapp/play.html#state", context)
+    context = {**_story_context(campaign), "turn_form": TurnForm(), **context}
+    return render(request, "storyapp/play.html", context)
+
+
 @login_required
 def campaign_branches(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = campaign_for(request, pk)
@@ -213,6 +279,7 @@ def _story_context(campaign: Campaign) -> dict:
         "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
         "endpoint": profile,
         "memory_form": MemoryForm(instance=campaign),
+        **_state_panel(campaign, head),
     }
 
 

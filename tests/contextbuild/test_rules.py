@@ -8,13 +8,16 @@ from contextbuild import (
     STATE_RULE,
     Campaign,
     Persona,
+    build_context,
     render_canon,
     render_persona,
     render_refusals,
     render_state,
+    rules,
 )
-from contextbuild import rules
-from tests.contextbuild.samples import STATE
+from contextbuild.state import apply_events
+from contextbuild.tokens import count_tokens
+from tests.contextbuild.samples import STATE, turn
 
 
 def test_state_shows_scene_location_entities_and_open_threads():
@@ -23,6 +26,16 @@ def test_state_shows_scene_location_entities_and_open_threads():
     assert "Location: Westhaven harbour" in text
     assert "- Aldric [aldric] (alive; also called the harbourmaster)" in text
     assert "- Return the broken seal [seal]" in text
+
+
+def test_state_shows_what_you_carry_and_where_others_are_and_what_they_hold():
+    text = render_state({
+        **STATE, "inventory": ["the broken seal", "a knife"],
+        "entities": {"aldric": {"name": "Aldric", "status": "alive", "location": "the customs house",
+                                "items": ["the ledger"]}},
+    })
+    assert "You carry: the broken seal, a knife" in text
+    assert "- Aldric [aldric] (alive; at the customs house; holds the ledger)" in text
 
 
 def test_state_leaves_out_resolved_threads():
@@ -90,10 +103,21 @@ def test_no_refusal_note_without_refusals():
     assert render_refusals(()) == ""
 
 
-def test_state_rule_example_is_a_valid_block_using_the_vocabulary():
-    block = re.search(r"<state>(\{.*\})</state>", STATE_RULE).group(1)
+def test_state_rule_example_is_a_valid_block_that_applies_cleanly():
+    block = re.findall(r"<state>(\{.*\})</state>", STATE_RULE)[-1]
     events = json.loads(block)["events"]
-    assert {event["type"] for event in events} == {"scene", "entity", "thread"}
+    assert {event["type"] for event in events} == {"move", "item", "entity", "thread"}
+    known = {"inventory": ["a coin"], "threads": {"entry": {"title": "Get in", "status": "open"}}}
+    assert apply_events(known, events).refused == ()
+
+
+def test_state_rule_lists_every_event_type_apply_events_reads():
+    for kind in ("scene", "move", "entity", "item", "thread"):
+        assert f"- {kind} (" in STATE_RULE
+
+
+def test_the_system_message_stays_small():
+    assert count_tokens(build_context(turn()).system_text) < 680
 
 
 def test_emit_reminder_repeats_the_block_demand():

@@ -1,7 +1,9 @@
-"""The narrator's state block, read tolerantly and applied event by event."""
+"""The narrative state record, and the narrator's state block read tolerantly and
+applied event by event."""
 
 import pytest
 
+from contextbuild.narrative import MAX_ENTITIES, MAX_FIELD, MAX_ITEMS, NarrativeState
 from contextbuild.state import apply_block, apply_events, parse_block
 
 STATE = {
@@ -94,3 +96,112 @@ def test_the_input_state_is_never_mutated():
     before = {"scene": {"summary": "x"}, "entities": {}}
     apply_events(before, [{"type": "scene", "summary": "y"}, {"type": "entity", "id": "a", "name": "A"}])
     assert before == {"scene": {"summary": "x"}, "entities": {}}
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        ({"type": "move", "id": "you", "to": "the ferry"},
+         {"scene": {"summary": "Mara waits at the quay.", "location": "the ferry"}}),
+        ({"type": "move", "id": "aldric", "to": "the customs house"},
+         {"entities": {"aldric": {"name": "Aldric", "status": "dead", "location": "the customs house"}}}),
+        ({"type": "item", "id": "you", "item": "a brass key", "change": "gained"},
+         {"inventory": ["the lantern", "a brass key"]}),
+        ({"type": "item", "id": "you", "item": "The lantern", "change": "lost"}, {"inventory": []}),
+        ({"type": "item", "id": "you", "item": "lantern", "change": "gain"}, {"inventory": ["the lantern"]}),
+        ({"type": "item", "id": "aldric", "item": "the ledger", "change": "gained"},
+         {"entities": {"aldric": {"name": "Aldric", "status": "dead", "items": ["the ledger"]}}}),
+    ],
+)
+def test_a_move_or_an_item_is_applied(event, expected):
+    before = {**STATE, "inventory": ["the lantern"]}
+    outcome = apply_events(before, [event], forbidden=DEAD_STAYS_DEAD)
+    assert outcome.refused == () and outcome.applied == (event,)
+    assert outcome.state == {key: value for key, value in {**before, **expected}.items() if value}
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ({"type": "move", "id": "tam", "to": "the ferry"}, "move event 1: “tam” is not in the narrative state"),
+        ({"type": "move", "id": "you"}, "move event 1: it names no place"),
+        ({"type": "move", "id": "The Player", "to": "the ferry"}, 'the player character is "you"'),
+        ({"type": "item", "id": "you", "item": "a brass key", "change": "lost"},
+         "item event 1: “a brass key” is not held by you"),
+        ({"type": "item", "id": "aldric", "item": "the lantern", "change": "lost"},
+         "item event 1: “the lantern” is not held by “Aldric”"),
+        ({"type": "item", "id": "tam", "item": "a rope", "change": "gained"}, "“tam” is not in the narrative state"),
+        ({"type": "item", "id": "you", "item": "a rope", "change": "stolen"}, 'the change "stolen" is not gained or lost'),
+        ({"type": "item", "id": "you", "change": "gained"}, "item event 1: it names no item"),
+        ({"type": "entity", "id": "you", "name": "Mara"}, "entity event 1: “you” is the player character"),
+    ],
+)
+def test_an_invalid_move_or_item_is_refused_with_its_reason(event, why):
+    before = {**STATE, "inventory": ["the lantern"]}
+    outcome = apply_events(before, [event], forbidden=DEAD_STAYS_DEAD)
+    assert outcome.state == before and outcome.applied == ()
+    [reason] = outcome.refused
+    assert why in reason
+
+
+def test_an_entity_introduced_in_the_block_can_move_and_take_things_in_it():
+    events = [{"type": "entity", "id": "tam", "name": "Tam"}, {"type": "move", "id": "tam", "to": "the ferry"},
+              {"type": "item", "id": "tam", "item": "an oar", "change": "gained"}]
+    outcome = apply_events(STATE, events)
+    assert outcome.refused == ()
+    assert outcome.state["entities"]["tam"] == {"name": "Tam", "location": "the ferry", "items": ["an oar"]}
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{"type": "entity", "id": f"e{n}", "name": f"E{n}"} for n in range(MAX_ENTITIES + 1)],
+        [{"type": "item", "id": "you", "item": f"stone {n}", "change": "gained"} for n in range(MAX_ITEMS + 1)],
+    ],
+)
+def test_the_state_stops_growing_at_its_caps(events):
+    outcome = apply_events({}, events)
+    assert len(outcome.applied) == len(events) - 1
+    [reason] = outcome.refused
+    assert reason.startswith(f"{events[0]['type']} event {len(events)}:")
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [STATE, {}, {"scene": {"location": "the ferry"}},
+     {"entities": {"tam": {"name": "Tam", "aliases": ["Old Tam"], "location": "the ferry", "items": ["an oar"]}},
+      "inventory": ["a knife"]}],
+)
+def test_a_well_formed_document_reads_back_exactly(doc):
+    state, problems = NarrativeState.read(doc)
+    assert problems == () and state.as_document() == doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem", "kept"),
+    [
+        ("a string", "not a JSON object", {}),
+        ({"scene": "the quay"}, "scene is not an object", {}),
+        ({"scene": {"summary": "x" * (MAX_FIELD + 9)}}, "longer than", {"scene": {"summary": "x" * MAX_FIELD}}),
+        ({"entities": {"ghost": "not a dict"}}, "“ghost” has no name", {"entities": {"ghost": {}}}),
+        ({"entities": {"Old Tam": {"name": "Tam"}}}, "“Old Tam” is not an id", {"entities": {"Old Tam": {"name": "Tam"}}}),
+        ({"entities": {"tam": {"name": "Tam", "aliases": "Old Tam"}}}, "aliases of “tam” is not a list",
+         {"entities": {"tam": {"name": "Tam"}}}),
+        ({"entities": {"tam": {"name": 7}}}, "name of “tam” is not text", {"entities": {"tam": {}}}),
+        ({"threads": {"seal": {"title": "Return it", "status": "abandoned"}}}, "open or resolved",
+         {"threads": {"seal": {"title": "Return it", "status": "resolved"}}}),
+        ({"threads": {"seal": {"title": "Return it", "status": ""}}}, None,
+         {"threads": {"seal": {"title": "Return it", "status": "open"}}}),
+        ({"inventory": ["a knife", "the knife", 3]}, "What you carry is not text", {"inventory": ["a knife"]}),
+        ({"entities": {f"e{n}": {"name": "E"} for n in range(MAX_ENTITIES + 5)}}, f"Only {MAX_ENTITIES}", None),
+    ],
+)
+def test_a_malformed_document_is_read_tolerantly_and_its_problems_named(doc, problem, kept):
+    state, problems = NarrativeState.read(doc)
+    if problem is None:
+        assert problems == ()
+    else:
+        assert any(problem in p for p in problems), problems
+    if kept is not None:
+        assert state.as_document() == kept
+    assert len(state.entities) <= MAX_ENTITIES

@@ -84,3 +84,13 @@ def test_the_inspector_lists_this_turns_state_changes(client, campaign, play, mo
     client.login(username="alice", password=PASSWORD)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "2 applied, 1 refused" in page and "cannot go from dead to alive" in page
+
+
+def test_replayed_history_is_prose_only(campaign, play, model):
+    model.script({"reply": BLOCK})
+    first = play("I pay the ferryman.")
+    second = play("I look back at the quay.")
+    replayed = [m["content"] for m in second.snapshot.messages if m["role"] == "assistant"]
+    assert replayed == [first.text]
+    story = second.snapshot.story_text
+    assert "The ferryman takes your coin." in story and '"type": "entity"' not in story
