@@ -146,11 +146,17 @@ class NarrativeState:
         return next((t for t in self.threads if t.id == key), None)
 
     def with_entity(self, entity: Entity) -> NarrativeState:
-        """This state with `entity` replacing the one of its id, or added last."""
-        return replace(self, entities=_put(self.entities, entity))
+        """This state with `entity` last, as the most recently touched.
+
+        Past MAX_ENTITIES the least recently touched one is let go rather
+        than the new one refused: a long story keeps meeting people, and
+        what it established about the forgotten ones is in its memories.
+        """
+        return replace(self, entities=_put(self.entities, entity, MAX_ENTITIES))
 
     def with_thread(self, thread: Thread) -> NarrativeState:
-        return replace(self, threads=_put(self.threads, thread))
+        """Likewise for threads; a resolved one is let go before an open one."""
+        return replace(self, threads=_put(self.threads, thread, MAX_THREADS))
 
 
 def item_key(item: str) -> str:
@@ -166,10 +172,14 @@ def without(items: tuple[str, ...], item: str) -> tuple[str, ...]:
     return tuple(i for i in items if item_key(i) != item_key(item))
 
 
-def _put(records: tuple, record) -> tuple:
-    if any(r.id == record.id for r in records):
-        return tuple(record if r.id == record.id else r for r in records)
-    return (*records, record)
+def _put(records: tuple, record, limit: int) -> tuple:
+    """`records` with `record` moved (or added) last, in recency order, and
+    the least recent let go past `limit` (closed threads first)."""
+    kept = [r for r in records if r.id != record.id]
+    while len(kept) >= limit:
+        closed = next((r for r in kept if getattr(r, "is_open", True) is False), None)
+        kept.remove(closed or kept[0])
+    return (*kept, record)
 
 
 def _compact(fields: dict) -> dict:
@@ -213,11 +223,11 @@ def _read_table(value, name: str, read_one, limit: int, problems: list[str]) -> 
             problems.append(f"“{key[:40]}” is not an id: use lowercase letters, digits, - or _, starting with a letter.")
             if not key:
                 continue
-        if len(records) == limit:
-            problems.append(f"Only {limit} {name} are kept.")
-            break
         records.append(read_one(key[:64], record if isinstance(record, dict) else {}, problems))
-    return tuple(records)
+    if len(records) > limit:
+        # Stored in recency order: the newest are the ones to keep.
+        problems.append(f"Only the {limit} most recent {name} are kept.")
+    return tuple(records[-limit:])
 
 
 def _read_entity(key: str, record: dict, problems: list[str]) -> Entity:

@@ -136,6 +136,12 @@ _STATE_HEADING = (
 )
 
 
+#: The most recently touched entities and open threads the prompt shows: the
+#: state is in every prompt, and a long story's cast outgrows a small window.
+PROMPT_ENTITIES = 12
+PROMPT_THREADS = 8
+
+
 def render_state(narrative_state: dict) -> str:
     """The narrative state as the model reads it, or "" when there is none.
 
@@ -154,8 +160,11 @@ def render_state(narrative_state: dict) -> str:
         lines.append("You carry: " + ", ".join(state.inventory))
     if state.entities:
         lines.append("Characters and things:")
-        lines.extend(_entity_line(entity) for entity in state.entities)
-    open_threads = [f"- {t.title or t.id} [{t.id}]" for t in state.threads if t.is_open]
+        lines.extend(_entity_line(entity) for entity in state.entities[-PROMPT_ENTITIES:])
+        if len(state.entities) > PROMPT_ENTITIES:
+            lines.append(f"- ({len(state.entities) - PROMPT_ENTITIES} more met earlier; "
+                         "reuse their ids if they return)")
+    open_threads = [f"- {t.title or t.id} [{t.id}]" for t in state.threads if t.is_open][-PROMPT_THREADS:]
     if open_threads:
         lines.append("Open threads:")
         lines.extend(open_threads)

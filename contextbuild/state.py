@@ -149,8 +149,6 @@ def _entity(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState,
     name = _text(event.get("name"))
     if known is None and not name:
         return state, f"“{key}” is new and has no name"
-    if known is None and len(state.entities) >= MAX_ENTITIES:
-        return state, f"the narrative state already tracks {MAX_ENTITIES} characters and things"
     status = _text(event.get("status"))
     before = known.status.lower() if known else ""
     if known and status and (before, status.lower()) in banned:
@@ -181,8 +179,6 @@ def _thread(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState,
     title = _text(event.get("title"))
     if known is None and not title:
         return state, f"“{key}” is new and has no title"
-    if known is None and len(state.threads) >= MAX_THREADS:
-        return state, f"the narrative state already tracks {MAX_THREADS} threads"
     thread = known or Thread(id=key)
     return state.with_thread(replace(thread, title=title or thread.title, status=status)), ""
 

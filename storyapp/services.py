@@ -18,6 +18,7 @@ from django.db.models import F
 from contextbuild.narrative import NarrativeState
 from contextbuild.tokens import count_tokens
 
+from . import derived
 from .models import Action, Campaign, ContextSnapshot
 
 
@@ -195,6 +196,7 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
         head.token_count, head.heartbeat = 0, now
         head.save(update_fields=["text", "error", "status", "stop_requested", "token_count", "heartbeat"])
         ContextSnapshot.objects.filter(action=head).delete()
+        derived.withdraw_from(head)
         _enqueue_narration(head)
         return head
     parent = head.parent if head.kind == Action.Kind.AI else head
@@ -243,6 +245,7 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
         action.status, action.error = Action.Status.DONE, ""
         fields += ["status", "error"]
     action.save(update_fields=fields)
+    derived.withdraw_from(action)
     return action
 
 

@@ -279,6 +279,7 @@ def _story_context(campaign: Campaign) -> dict:
         "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
         "endpoint": profile,
         "memory_form": MemoryForm(instance=campaign),
+        "derived_trouble": selectors.derived_trouble(campaign),
         **_state_panel(campaign, head),
     }
 

@@ -4,6 +4,7 @@ applied event by event."""
 import pytest
 
 from contextbuild.narrative import MAX_ENTITIES, MAX_FIELD, MAX_ITEMS, NarrativeState
+from contextbuild.rules import PROMPT_ENTITIES, render_state
 from contextbuild.state import apply_block, apply_events, parse_block
 
 STATE = {
@@ -152,18 +153,29 @@ def test_an_entity_introduced_in_the_block_can_move_and_take_things_in_it():
     assert outcome.state["entities"]["tam"] == {"name": "Tam", "location": "the ferry", "items": ["an oar"]}
 
 
-@pytest.mark.parametrize(
-    "events",
-    [
-        [{"type": "entity", "id": f"e{n}", "name": f"E{n}"} for n in range(MAX_ENTITIES + 1)],
-        [{"type": "item", "id": "you", "item": f"stone {n}", "change": "gained"} for n in range(MAX_ITEMS + 1)],
-    ],
-)
-def test_the_state_stops_growing_at_its_caps(events):
+def test_what_the_player_carries_stops_growing_at_its_cap():
+    events = [{"type": "item", "id": "you", "item": f"stone {n}", "change": "gained"} for n in range(MAX_ITEMS + 1)]
     outcome = apply_events({}, events)
     assert len(outcome.applied) == len(events) - 1
     [reason] = outcome.refused
-    assert reason.startswith(f"{events[0]['type']} event {len(events)}:")
+    assert reason.startswith(f"item event {len(events)}:")
+
+
+def test_past_its_cap_the_state_lets_go_of_the_least_recently_touched_entity():
+    events = [{"type": "entity", "id": f"e{n}", "name": f"E{n}"} for n in range(MAX_ENTITIES)]
+    events.append({"type": "entity", "id": "e0", "status": "back"})
+    events.append({"type": "entity", "id": "newcomer", "name": "The newcomer"})
+    outcome = apply_events({}, events)
+    assert outcome.refused == ()
+    kept = list(outcome.state["entities"])
+    assert len(kept) == MAX_ENTITIES and "e1" not in kept and kept[-2:] == ["e0", "newcomer"]
+
+
+def test_the_prompt_shows_the_most_recently_touched_entities_only():
+    state = {"entities": {f"e{n}": {"name": f"Person {n}"} for n in range(PROMPT_ENTITIES + 3)}}
+    text = render_state(state)
+    assert f"Person {PROMPT_ENTITIES + 2}" in text and "Person 2 [" not in text and "Person 3 [" in text
+    assert "(3 more met earlier" in text
 
 
 @pytest.mark.parametrize(
@@ -193,7 +205,8 @@ def test_a_well_formed_document_reads_back_exactly(doc):
         ({"threads": {"seal": {"title": "Return it", "status": ""}}}, None,
          {"threads": {"seal": {"title": "Return it", "status": "open"}}}),
         ({"inventory": ["a knife", "the knife", 3]}, "What you carry is not text", {"inventory": ["a knife"]}),
-        ({"entities": {f"e{n}": {"name": "E"} for n in range(MAX_ENTITIES + 5)}}, f"Only {MAX_ENTITIES}", None),
+        ({"entities": {f"e{n}": {"name": "E"} for n in range(MAX_ENTITIES + 5)}}, f"Only the {MAX_ENTITIES} most recent",
+         None),
     ],
 )
 def test_a_malformed_document_is_read_tolerantly_and_its_problems_named(doc, problem, kept):

@@ -1,0 +1,147 @@
+"""Long memory: summaries and memories made by the worker, used on their own lineage only.
+
+The scripted server replays written narrations with state blocks; its
+summarizer is extractive (the first sentence of each passage), so what a
+summary covers can be read off its text.
+"""
+
+import json
+
+import pytest
+from django.utils import timezone
+
+from storyapp import lineage, services
+from storyapp.models import Action, DerivedJob, Memory, Summary
+from tests.factories import CampaignFactory, EndpointProfileFactory
+
+#: Nonsense words no other turn or lore file uses: one per turn and branch.
+WORDS = ["zorvath", "quillmere", "brastok", "ulvenor", "kethrin", "morvane", "draskel", "ysolde", "thrennic",
+         "vaskoran", "orlethe", "pyranth", "grelmok", "sivarre", "tolvane", "wendrake", "haskorin", "elvatch",
+         "murkelin", "fennrow"]
+
+
+def word(turn: int, branch: str) -> str:
+    return f"{WORDS[turn % len(WORDS)]}{branch}{turn}"
+
+
+def narration(turn: int, branch: str) -> str:
+    thing = word(turn, branch)
+    prose = (f"Mara uncovers the {thing} relic in chamber {turn}. " + "The walls drip and the lamps gutter low. " * 6)
+    block = {"events": [
+        {"type": "scene", "summary": f"Mara holds the {thing} relic", "location": f"chamber {turn}"},
+        {"type": "entity", "id": thing, "name": f"The {thing} relic", "status": "found"},
+    ]}
+    return f"{prose.strip()}\n<state>{json.dumps(block)}</state>"
+
+
+@pytest.fixture
+def campaign(alice, model):
+    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=2048, max_output_tokens=200)
+    return CampaignFactory(owner=alice, endpoint=profile, persona_name="Mara",
+                           initial_state={"scene": {"summary": "Mara enters the vault.", "location": "the vault"}})
+
+
+@pytest.fixture
+def play(campaign, model, django_capture_on_commit_callbacks):
+    def turn(number: int, branch: str, text: str = "", reply: str = "") -> Action:
+        model.script({"reply": reply or narration(number, branch)})
+        with django_capture_on_commit_callbacks(execute=True):
+            _, done = services.turn_submit(campaign=campaign, text=text or f"I search chamber {number}.",
+                                           now=timezone.now())
+        done.refresh_from_db()
+        campaign.refresh_from_db()
+        assert done.status == Action.Status.DONE, done.error
+        return done
+
+    return turn
+
+
+def prompt_of(action: Action) -> str:
+    return "\n".join(m["content"] for m in action.snapshot.messages)
+
+
+def test_an_abandoned_branch_never_reaches_a_later_prompt(campaign, play, model, django_capture_on_commit_callbacks):
+    for n in range(1, 31):
+        play(n, "a")
+    assert Summary.objects.filter(campaign=campaign).exists(), "a story past its window is summarized"
+    assert Memory.objects.filter(campaign=campaign, authority=Memory.Authority.RECORDED).count() >= 30
+    for _ in range(5):  # back to turn 25
+        with django_capture_on_commit_callbacks(execute=True):
+            services.turn_undo(campaign=campaign, now=timezone.now())
+    campaign.refresh_from_db()
+    assert campaign.head.depth == 49
+    abandoned = [word(n, "a") for n in range(26, 31)]
+    later = []
+    for n in range(26, 41):
+        # The reader names the abandoned relics: recall would find their
+        # memories if the lineage did not keep them out.
+        later.append(play(n, "b", text=f"I look for the {abandoned[n % 5]} relic of chamber {n}."))
+    for action in later:
+        report = action.snapshot.report
+        # The reader's own words on the new branch name the relics; only what
+        # the abandoned narrations established would be a leak.
+        established = [f"{verb} the {w}" for w in abandoned for verb in ("uncovers", "holds")]
+        established += [f"The {w} relic: found" for w in abandoned]
+        sent = json.dumps({"summary": report["summary"], "memories": report["memories"]})
+        assert not [e for e in established if e in sent], f"turn {action.depth} got the abandoned branch's facts"
+        assert not set(abandoned) & set(report["state"].get("entities", {}))
+        assert not [e for e in established if e in prompt_of(action)]
+        on_lineage = lineage.ids(campaign.pk, action.parent_id)
+        anchors = [p["covers_through"] for p in (report["summary"] or {}).get("parts", [])]
+        anchors += [m["source_action"] for m in report["memories"]["used"]]
+        assert set(anchors) <= on_lineage
+    last = later[-1].snapshot.report
+    assert last["summary"] and last["summary"]["parts"], "the new branch is summarized too"
+    assert last["summary"]["parts"][0]["starts_after"] is None, "the chain reaches back to the shared start"
+
+
+def test_an_edit_withdraws_what_was_derived_and_the_work_is_redone(campaign, play, model,
+                                                                   django_capture_on_commit_callbacks):
+    turns = [play(n, "a") for n in range(1, 13)]
+    target = turns[0]
+    assert Memory.objects.filter(anchor=target).exists()
+    summaries_before = set(Summary.objects.values_list("pk", flat=True))
+    assert summaries_before
+    with django_capture_on_commit_callbacks(execute=True):
+        services.action_edit(campaign=campaign, action=target, text="Mara finds nothing in chamber one.")
+    assert not Summary.objects.filter(pk__in=summaries_before).exists(), "summaries covering it are withdrawn"
+    recorded = Memory.objects.filter(anchor=target, authority=Memory.Authority.RECORDED)
+    assert recorded.exists(), "its memories are made again"
+    play(13, "a")
+    assert Summary.objects.exists(), "the summary is redone from the edited text"
+    assert "finds nothing in chamber one" in Summary.objects.order_by("created").first().text
+
+
+def test_a_failing_summarizer_shows_and_the_turn_still_completes(campaign, play, model, client, alice):
+    model.script_summaries(*[{"status": 500}] * 30)
+    for n in range(1, 14):
+        last = play(n, "a")
+    failed = DerivedJob.objects.filter(kind=DerivedJob.Kind.SUMMARY, state=DerivedJob.State.FAILED)
+    assert failed.exists() and failed.first().attempts == DerivedJob.MAX_ATTEMPTS
+    derived = last.snapshot.report["derived"]
+    assert any(d["kind"] == "summary" and d["state"] == "failed" and d["error"] for d in derived)
+    alice.is_staff = True
+    alice.save()
+    client.force_login(alice)
+    page = client.get("/ops/jobs/").content.decode()
+    assert "Summary" in page and "failed" in page.lower()
+    play_page = client.get(f"/campaigns/{campaign.pk}/").content.decode()
+    assert "story summary could not be written" in play_page.lower()
+
+
+def test_a_300_turn_story_on_a_small_window_still_carries_its_first_facts(campaign, play, model):
+    fact = {"type": "scene", "summary": "Mara buries the obsidian compass beneath the drowned lighthouse",
+            "location": "the drowned lighthouse"}
+    for n in range(1, 301):
+        reply = f"Mara digs in the wet sand.\n<state>{json.dumps({'events': [fact]})}</state>" if n == 5 else ""
+        last = play(n, "a", reply=reply,
+                    text="I dig for the obsidian compass at the drowned lighthouse." if n == 300 else "")
+    report = last.snapshot.report
+    assert report["history"]["included"] < 40, "the story is far past its window"
+    remembered = [m["text"] for m in report["memories"]["used"]]
+    carried = " ".join(remembered) + (report["summary"] or {}).get("text", "")
+    assert "obsidian compass beneath the drowned lighthouse" in carried, remembered
+    assert report["tokens"]["total"] <= report["tokens"]["budget"]
+    assert report["summary"]["parts"][0]["starts_after"] is None
+    assert max(p["level"] for p in report["summary"]["parts"]) >= 1, "the summaries were layered"
+
