@@ -21,10 +21,8 @@ from dataclasses import dataclass, replace
 from .narrative import (
     ID,
     MAX_ALIASES,
-    MAX_ENTITIES,
     MAX_FIELD,
     MAX_ITEMS,
-    MAX_THREADS,
     PLAYER,
     THREAD_STATUSES,
     Entity,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from storyapp.models import Action
+from storyapp.models import Action, ContextSnapshot, DerivedJob, Summary
 
 from .conftest import ACTIONS, CONTEXT_TOKENS
 
@@ -41,3 +41,13 @@ def test_forty_turns_on_a_2048_token_window_all_finish(reader):
     # The story did outgrow the window, so the prompts had to be fitted to it.
     story_tokens = sum(Action.objects.filter(campaign=reader.campaign).values_list("token_count", flat=True))
     assert story_tokens > CONTEXT_TOKENS
+    # What fell out of the window was summarized by the model, and later
+    # turns were given that summary (issue 12's long story, end to end).
+    summaries = Summary.objects.filter(campaign=reader.campaign)
+    used = [r for r in ContextSnapshot.objects.filter(action__campaign=reader.campaign)
+            .values_list("report__summary", flat=True) if r]
+    jobs = DerivedJob.objects.filter(campaign=reader.campaign)
+    print(f"{summaries.count()} summaries, {len(used)} prompts carried one; derived jobs: "
+          f"{sorted(jobs.values_list('state', flat=True))}")
+    assert summaries.exists() and all(s.text.strip() for s in summaries)
+    assert used and used[-1]["parts"]

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.urls import reverse
 
-from storyapp import modelclient, prompting
+from storyapp import modelclient
 from storyapp.models import EndpointProfile
 from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory, UserFactory
 
