@@ -1,10 +1,18 @@
 """The campaign bundle, format version 1 (DESIGN.md §9).
 
 Export writes one JSON document with the campaign's settings, its whole action
-tree and head, its knowledge sources and its context snapshots. Import reads
-version 1 as written there forever: unknown keys are ignored, and anything
-malformed (a missing key, a wrong type, a parent or head naming no action, a
-cycle) is refused with a message naming the place, before anything is written.
+tree and head, its knowledge sources, its context snapshots, and its long
+memory: summaries and memories, anchored to actions by the bundle's action
+ids. Import reads version 1 as written there forever: unknown keys are
+ignored, the long-memory keys are optional (older bundles lack them), and
+anything malformed (a missing key, a wrong type, a parent, head or anchor
+naming no action, a cycle) is refused with a message naming the place, before
+anything is written.
+
+Memories travel without their embeddings: a vector means something only to
+the embedding model that made it, and the importing server may use another.
+Imported memories are recalled by their words only: nothing re-embeds them
+yet (the derived worker embeds only the memories it makes).
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from django.db import transaction
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
-from .models import Action, Campaign, ContextSnapshot
+from . import derived
+from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 from .services import current_state
 
 FORMAT = "loremaster.campaign"
@@ -26,6 +35,7 @@ KINDS = {choice.value for choice in Action.Kind}
 CLASSES = {"canon", "reference", "inspiration"}
 VISIBILITIES = {"visible", "hidden"}
 LENGTHS = {choice.value for choice in Campaign.NarrationLength}
+AUTHORITIES = {choice.value for choice in Memory.Authority}
 
 
 class BundleError(ValueError):
@@ -92,11 +102,46 @@ def export(campaign: Campaign) -> dict:
             }
             for s in snapshots
         ],
+        **_long_memory(campaign, kept),
     }
 
 
 def _ref(pk: int) -> str:
     return f"a{pk}"
+
+
+def _summary_ref(pk: int) -> str:
+    return f"s{pk}"
+
+
+def _long_memory(campaign: Campaign, kept: set[int]) -> dict:
+    """The summaries and memories of the exported actions; one whose anchor
+    (or whose summary) is not exported has nothing to be anchored to."""
+    summaries = [
+        s for s in Summary.objects.filter(campaign=campaign).order_by("covers_through__depth", "level", "id")
+        if s.covers_through_id in kept and (s.starts_after_id is None or s.starts_after_id in kept)
+    ]
+    exported = {s.pk for s in summaries}
+    memories = [
+        m for m in Memory.objects.filter(campaign=campaign).order_by("id")
+        if m.anchor_id in kept and (m.summary_id is None or m.summary_id in exported)
+    ]
+    return {
+        "summaries": [
+            {
+                "id": _summary_ref(s.pk), "starts_after": _ref(s.starts_after_id) if s.starts_after_id else None,
+                "covers_through": _ref(s.covers_through_id), "level": s.level, "text": s.text,
+            }
+            for s in summaries
+        ],
+        "memories": [
+            {
+                "anchor": _ref(m.anchor_id), "authority": m.authority, "text": m.text,
+                "summary": _summary_ref(m.summary_id) if m.summary_id else None,
+            }
+            for m in memories
+        ],
+    }
 
 
 def _exportable(actions: list[Action]) -> set[int]:
@@ -209,7 +254,11 @@ def validate(bundle) -> dict:
             "story": _text(item, "story", where),
             "messages": _messages(item, where),
         })
+    summaries = _summaries(bundle, order)
+    memories = _memories(bundle, order, summaries)
     return {
+        "summaries": summaries,
+        "memories": memories,
         "campaign": {
             "title": title.strip()[:200],
             "narrator_prompt": _text(campaign, "narrator_prompt", "campaign"),
@@ -268,6 +317,62 @@ def _tree_order(actions: list[_Action]) -> dict[str, _Action]:
         stuck = sorted(set(by_ref) - set(order))[:5]
         raise BundleError(f"The actions {', '.join(stuck)} form a cycle: following their parents never reaches a root.")
     return order
+
+
+def _ancestors(order: dict[str, _Action], ref: str):
+    """The refs above `ref`, nearest first (the tree is already checked acyclic)."""
+    parent = order[ref].parent
+    while parent is not None:
+        yield parent
+        parent = order[parent].parent
+
+
+def _summaries(bundle: dict, order: dict[str, _Action]) -> dict[str, dict]:
+    """The bundle's summaries by id. A summary covers the lineage after
+    `starts_after` through `covers_through`, so the start must be an
+    ancestor of the end: otherwise no lineage holds the stretch."""
+    found: dict[str, dict] = {}
+    for index, item in enumerate(_require(bundle, "summaries", list, "bundle", optional=True) or []):
+        where = f"summaries[{index}]"
+        _object(item, where)
+        ref = _require(item, "id", str, where)
+        if ref in found:
+            raise BundleError(f"Two summaries share the id “{ref}”.")
+        through = _require(item, "covers_through", str, where)
+        if through not in order:
+            raise BundleError(f"{where}.covers_through names “{through}”, which is not in the bundle.")
+        start = _require(item, "starts_after", str, where, optional=True)
+        if start is not None and start not in _ancestors(order, through):
+            raise BundleError(f"{where}.starts_after names “{start}”, which is not an action before “{through}”.")
+        level = _require(item, "level", int, where, optional=True) or 0
+        if level < 0:
+            raise BundleError(f"{where}.level should be 0 or more.")
+        text = _require(item, "text", str, where)
+        if not text.strip():
+            raise BundleError(f"{where}.text is empty.")
+        found[ref] = {"starts_after": start, "covers_through": through, "level": level, "text": text}
+    return found
+
+
+def _memories(bundle: dict, order: dict[str, _Action], summaries: dict[str, dict]) -> list[dict]:
+    memories = []
+    for index, item in enumerate(_require(bundle, "memories", list, "bundle", optional=True) or []):
+        where = f"memories[{index}]"
+        _object(item, where)
+        anchor = _require(item, "anchor", str, where)
+        if anchor not in order:
+            raise BundleError(f"{where}.anchor names “{anchor}”, which is not in the bundle.")
+        authority = _require(item, "authority", str, where)
+        if authority not in AUTHORITIES:
+            raise BundleError(f"{where}.authority should be recorded or inferred, not “{authority}”.")
+        summary = _require(item, "summary", str, where, optional=True)
+        if summary is not None and summary not in summaries:
+            raise BundleError(f"{where}.summary names “{summary}”, which is not in the bundle.")
+        text = _require(item, "text", str, where)
+        if not text.strip():
+            raise BundleError(f"{where}.text is empty.")
+        memories.append({"anchor": anchor, "authority": authority, "summary": summary, "text": text})
+    return memories
 
 
 def _source(item, index: int) -> dict:
@@ -338,7 +443,44 @@ def _write(plan: dict, owner) -> Campaign:
         )
         for s in plan["snapshots"]
     )
+    _write_long_memory(campaign, plan, created)
     return campaign
+
+
+def _write_long_memory(campaign: Campaign, plan: dict, created: dict[str, Action]) -> None:
+    """Stores the summaries and memories on the new actions, each with its
+    derived job marked done: the job's key is what the scheduler asks for,
+    so the work is not redone, and the prompt looks for derived work only
+    in a campaign that has jobs."""
+    summaries: dict[str, Summary] = {}
+    linked: set[int] = set()  # a job makes one summary; a repeated stretch keeps the first link
+    for ref, item in plan["summaries"].items():
+        start = created[item["starts_after"]] if item["starts_after"] else None
+        job = _done_job(campaign, DerivedJob.Kind.SUMMARY, anchor=created[item["covers_through"]], start=start,
+                        level=item["level"])
+        summaries[ref] = Summary.objects.create(
+            campaign=campaign, starts_after=start, covers_through=created[item["covers_through"]],
+            level=item["level"], text=item["text"], token_count=count_tokens(item["text"]),
+            job=None if job.pk in linked else job,
+        )
+        linked.add(job.pk)
+    for item in plan["memories"]:
+        anchor = created[item["anchor"]]
+        if item["authority"] == Memory.Authority.RECORDED:
+            _done_job(campaign, DerivedJob.Kind.MEMORIES, anchor=anchor)
+        Memory.objects.create(
+            campaign=campaign, anchor=anchor, summary=summaries.get(item["summary"] or ""),
+            authority=item["authority"], text=item["text"], token_count=count_tokens(item["text"]),
+        )
+
+
+def _done_job(campaign: Campaign, kind: str, *, anchor: Action, start: Action | None = None, level: int = 0):
+    job, _ = DerivedJob.objects.get_or_create(
+        key=derived._key(kind, anchor.pk, start.pk if start else None, level),
+        defaults={"campaign": campaign, "kind": kind, "anchor": anchor, "starts_after": start, "level": level,
+                  "state": DerivedJob.State.DONE},
+    )
+    return job
 
 
 def import_and_index(bundle, *, owner) -> Campaign:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contextbuild.narrative import NarrativeState
 from contextbuild.rules import HIDDEN_MARKER
 
 #: Colour groups for the budget picture, by section label.
@@ -142,15 +143,109 @@ def messages(snapshot) -> list[dict]:
     ]
 
 
+def _event_line(event: dict) -> str:
+    """One applied state event in a line: its type, its id, then its other fields."""
+    kind = str(event.get("type") or "event")
+    head = f"{kind} {event['id']}" if isinstance(event.get("id"), str) else kind
+    rest = [f"{key} {_plain(value)}" for key, value in event.items() if key not in ("type", "id") and value not in (None, "")]
+    return f"{head}: {', '.join(rest)}" if rest else head
+
+
+def _plain(value) -> str:
+    return ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def _state_events(value) -> dict | None:
     if not isinstance(value, dict):
         return None
     refused = value.get("refused")
+    applied = _dicts(value.get("applied"))
     return {
-        "applied": _dicts(value.get("applied")),
+        "applied": applied,
+        "applied_lines": [_event_line(e) for e in applied],
         "refused": [str(r) for r in refused] if isinstance(refused, list) else [],
         "note": str(value.get("note") or ""),
     }
+
+
+def _stretch(part: dict, previous: dict | None) -> str:
+    """Which actions a summary part covers, in the reader's numbering (the
+    first action is #1 of the story, one deeper than the root's depth 0).
+    A part that starts where the previous one ended covers the actions
+    between their depths."""
+    through = _int(part.get("through_depth")) + 1
+    if part.get("starts_after") is None:
+        return f"actions 1–{through} of the story"
+    if previous is not None and previous.get("covers_through") == part.get("starts_after"):
+        return f"actions {_int(previous.get('through_depth')) + 2}–{through} of the story"
+    return f"after action #{part.get('starts_after')}, up to the story's action {through}"
+
+
+def _summary(value) -> dict | None:
+    """The summary used, with each part's stretch. The report keeps one text
+    (the parts' texts joined by blank lines, oldest first); it is shared out
+    to the parts only when it splits into exactly as many paragraphs."""
+    summary = _dict(value)
+    text = str(summary.get("text") or "").strip()
+    if not text:
+        return None
+    parts = [dict(p) for p in _dicts(summary.get("parts"))]
+    for index, part in enumerate(parts):
+        part["level"] = _int(part.get("level"))
+        part["tokens"] = _int(part.get("tokens"))
+        part["stretch"] = _stretch(part, parts[index - 1] if index else None)
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    shared = len(paragraphs) == len(parts)
+    for part, paragraph in zip(parts, paragraphs if shared else [], strict=False):
+        part["text"] = paragraph
+    return {
+        "text": text, "parts": parts, "texts_in_parts": shared,
+        "covers_actions": _int(summary.get("covers_actions")), "covers_through": summary.get("covers_through"),
+    }
+
+
+def _memories(value) -> list[dict]:
+    memories = _dicts(_dict(value).get("used"))
+    for memory in memories:
+        memory["text"] = str(memory.get("text") or "")
+        memory["authority"] = str(memory.get("authority") or "")
+        memory["admitted_by"] = str(memory.get("admitted_by") or "")
+        score = memory.get("score")
+        memory["score"] = score if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+    return memories
+
+
+def _state(value) -> dict | None:
+    """The narrative state sent, through the one parser every reader of a
+    state uses, as plain rows; None for a report from before it was kept."""
+    if not isinstance(value, dict):
+        return None
+    state = NarrativeState.from_document(value)
+    return {
+        "summary": state.scene.summary,
+        "location": state.scene.location,
+        "inventory": list(state.inventory),
+        "entities": [
+            {"id": e.id, "label": e.label, "status": e.status, "location": e.location, "items": list(e.items),
+             "aliases": list(e.aliases)}
+            for e in state.entities
+        ],
+        "open_threads": [t.title or t.id for t in state.threads if t.is_open],
+        "resolved_threads": [t.title or t.id for t in state.threads if not t.is_open],
+    }
+
+
+#: How the report names each kind of derived work, for its health list.
+DERIVED_KINDS = {"summary": "Summary", "memories": "Memories"}
+
+
+def _derived(value) -> list[dict]:
+    return [
+        {"kind": DERIVED_KINDS.get(str(job.get("kind")), str(job.get("kind") or "Work")),
+         "state": str(job.get("state") or ""), "attempts": _int(job.get("attempts")),
+         "error": str(job.get("error") or ""), "anchor": job.get("anchor")}
+        for job in _dicts(value)
+    ]
 
 
 def readable(report) -> dict:
@@ -177,9 +272,14 @@ def readable(report) -> dict:
         "settings": _dict(report.get("settings")),
         "window": _dict(report.get("window")),
         "history": _dict(report.get("history")),
-        "summary": _dict(report.get("summary")),
+        "summary": _summary(report.get("summary")),
         "state_events": _state_events(report.get("state_events")),
-        "memories": {"used": _dicts(_dict(report.get("memories")).get("used"))},
+        "memories": {"used": _memories(report.get("memories"))},
+        # Reports from before long memory have neither key: say nothing
+        # rather than "no summary".
+        "long_memory": "summary" in report or "memories" in report,
+        "state": _state(report.get("state")),
+        "derived": _derived(report.get("derived")),
         "sections": sections,
         "knowledge": {
             **knowledge, **parts,

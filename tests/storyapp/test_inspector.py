@@ -171,3 +171,90 @@ def test_a_longer_history_is_not_reported_as_a_section_that_changed(campaign, tu
     third = turn("I wait.")
     changes = inspector.diff(third.snapshot.report, second.snapshot.report)
     assert changes["sections"] == {"entered": [], "left": []}
+
+
+LONG_MEMORY = {
+    "summary": {
+        "text": "Mara reached the quay and met Aldric.\n\nAldric died at the quay.",
+        "covers_through": 41, "covers_actions": 12,
+        "parts": [
+            {"id": 7, "level": 1, "starts_after": None, "covers_through": 30, "through_depth": 7, "tokens": 40},
+            {"id": 9, "level": 0, "starts_after": 30, "covers_through": 41, "through_depth": 11, "tokens": 22},
+        ],
+    },
+    "memories": {"used": [
+        {"text": "Aldric: dead.", "authority": "recorded", "score": 0.91, "source_action": 33, "id": 5,
+         "admitted_by": "lexical"},
+        {"text": "Aldric feared the tide.", "authority": "inferred", "score": 0.4, "source_action": 41, "id": 6,
+         "admitted_by": "semantic"},
+    ]},
+    "state": {
+        "scene": {"summary": "Mara kneels by the body.", "location": "Westhaven quay"},
+        "entities": {"aldric": {"name": "Aldric", "status": "dead", "location": "the quay", "items": ["a brass key"]},
+                     "bad id!": "not an object"},
+        "threads": {"seal": {"title": "Return the broken seal", "status": "open"},
+                    "debt": {"title": "Pay the ferryman", "status": "resolved"}},
+        "inventory": ["the broken seal"],
+    },
+    "state_events": {
+        "applied": [{"type": "entity", "id": "aldric", "status": "dead"}],
+        "refused": ["entity “ghost”: no such entity"], "note": "",
+    },
+    "derived": [{"kind": "summary", "state": "failed", "attempts": 3, "error": "HTTP 500 from the model", "anchor": 41}],
+}
+
+
+def test_the_inspector_shows_the_long_memory_and_the_state_sent(client, campaign, turn):
+    narration = turn("I walk to the quay.")
+    ContextSnapshot.objects.filter(action=narration).update(report={**narration.snapshot.report, **LONG_MEMORY})
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "covers 12 actions, through action #41, in 2 parts" in page
+    assert "Level 1 (a summary of summaries) · actions 1–8 of the story" in page
+    assert "Level 0 · actions 9–12 of the story" in page and "Aldric died at the quay." in page
+    assert "[inferred]</em> Aldric feared the tide." in page and "0.91" in page and "#33" in page
+    assert "Westhaven quay" in page and "holds a brass key" in page and "Return the broken seal" in page
+    assert "Pay the ferryman" in page and "the broken seal" in page
+    assert "✓ entity aldric: status dead" in page and "refused: entity “ghost”: no such entity" in page
+    assert "failed after 3 attempts" in page and "HTTP 500 from the model" in page
+
+
+def test_an_old_snapshot_without_long_memory_renders_without_it(client, campaign, turn):
+    narration = turn("I walk to the quay.")
+    old = {k: v for k, v in narration.snapshot.report.items() if k not in ("summary", "memories", "state", "derived")}
+    ContextSnapshot.objects.filter(action=narration).update(report=old)
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "<th>Summary</th>" not in page and "Narrative state sent" not in page and "I walk to the quay." in page
+
+
+@pytest.mark.parametrize("part", [
+    {"summary": {"text": "Only text."}},
+    {"summary": {"text": "One.\n\nTwo.\n\nThree.", "parts": [{"level": "x"}]}, "memories": {"used": [{"score": "high"}]}},
+    {"state": {"scene": "a string", "entities": [1, 2], "threads": {"t": 4}}, "derived": [{"kind": None}, "no"]},
+])
+def test_malformed_long_memory_parts_render_what_they_can(client, campaign, turn, part):
+    narration = turn("I walk to the quay.")
+    ContextSnapshot.objects.filter(action=narration).update(report={**narration.snapshot.report, **part})
+    client.login(username="alice", password=PASSWORD)
+    assert client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).status_code == 200
+
+
+def test_build_context_json_carries_the_long_memory_and_the_last_turns_state_events(campaign, turn, model):
+    block = {"events": [{"type": "scene", "location": "the ferry"}, {"type": "entity", "id": "ghost", "status": "gone"}]}
+    model.script({"reply": f"You step aboard.\n<state>{json.dumps(block)}</state>"})
+    narration = turn("I board the ferry.")
+    out = StringIO()
+    call_command("build_context", campaign=campaign.pk, json=True, stdout=out)
+    report = json.loads(out.getvalue())
+    assert {"summary", "memories", "state", "state_events", "sections", "tokens", "prompt"} <= set(report)
+    assert report["state_events"] == narration.snapshot.report["state_events"]
+    assert report["state_events"]["applied"] and report["state_events"]["refused"]
+    assert report["state"]["scene"]["location"] == "the ferry"
+    assert report["summary"] is None and report["memories"] == {"used": []}
+
+
+def test_build_context_json_has_no_state_events_before_the_first_narration(campaign):
+    out = StringIO()
+    call_command("build_context", campaign=campaign.pk, json=True, stdout=out)
+    assert json.loads(out.getvalue())["state_events"] is None

@@ -3,8 +3,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from contextbuild import ContextOverflow, build_context
-from storyapp import modelclient, prompting
-from storyapp.models import Action, Campaign
+from storyapp import lineage, modelclient, prompting
+from storyapp.models import Action, Campaign, ContextSnapshot
+from storyapp.selectors import PREVIOUS_LOOKBACK
 
 
 class Command(BaseCommand):
@@ -18,7 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--campaign", type=int, required=True)
         parser.add_argument("--player-text", default="", help="A reader's action to build the turn for.")
         parser.add_argument("--budget", type=int, help="Context token budget for this run.")
-        parser.add_argument("--json", action="store_true", help="Print the whole report as JSON.")
+        parser.add_argument("--json", action="store_true", help=(
+            "Print the whole report as JSON; its summary, memories and state are what the turn would use, "
+            "and state_events what the last narration applied and refused."
+        ))
 
     def handle(self, *args, campaign, player_text, budget, **options):
         found = Campaign.objects.filter(pk=campaign).first()
@@ -37,7 +41,8 @@ class Command(BaseCommand):
         except ContextOverflow as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:
-            self.stdout.write(json.dumps(built.report, indent=2, ensure_ascii=False))
+            report = {**built.report, "state_events": _previous_state_events(found, head)}
+            self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return
         tokens = built.report["tokens"]
         for section in built.report["sections"]:
@@ -46,3 +51,15 @@ class Command(BaseCommand):
             f"{tokens['total']:>7}  total of a {tokens['budget']}-token budget, "
             f"{tokens['output_reserve']} reserved for the reply"
         )
+
+
+def _previous_state_events(campaign: Campaign, head: Action | None):
+    """What the last narration on the head's lineage applied and refused:
+    a preview has no reply of its own, and these are the changes (and the
+    refusals) its prompt was built on. None before the first narration."""
+    for action in reversed(lineage.tail(campaign.pk, head.pk if head else None, PREVIOUS_LOOKBACK)):
+        if action.kind == Action.Kind.AI:
+            report = ContextSnapshot.objects.filter(action=action).values_list("report", flat=True).first()
+            if report is not None:
+                return report.get("state_events") if isinstance(report, dict) else None
+    return None
