@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from .records import HistoryAction, Summary
 from .rules import strip_echoed_instructions
+from .tokens import truncate_to_last_tokens
 
 #: The summarizer's instructions begin with this, so a scripted test server
 #: can tell a summary request from a narration.
@@ -60,8 +61,10 @@ MERGED_WORDS = 220
 #: Summarize the stretch that no longer fits once it is this many actions
 #: past the last summary (the first stretch is summarized at once).
 STRIDE = 4
-#: The chain's share of the prompt budget before its oldest parts are merged.
+#: The chain's share of the prompt budget before its oldest parts are merged,
+#: and the most of the budget the prompt's summary may take whatever happens.
 CHAIN_SHARE = 0.15
+PROMPT_SHARE = 0.25
 #: The most facts kept from one summary (each becomes an inferred memory).
 MAX_FACTS = 8
 MAX_FACT_CHARS = 240
@@ -221,16 +224,35 @@ def merge_plan(picked: Sequence[StoredSummary], *, limit_tokens: int) -> tuple[S
     return tuple(parts)
 
 
-def as_prompt_summary(picked: Sequence[StoredSummary]) -> Summary | None:
-    """One summary for the prompt: the chain's texts, oldest first."""
-    if not picked:
+def as_prompt_summary(
+    picked: Sequence[StoredSummary], *, limit_tokens: int, count: Callable[[str], int]
+) -> Summary | None:
+    """One summary for the prompt: the chain's texts, oldest first, within
+    `limit_tokens`.
+
+    The summary is protected (never dropped for room), so it must be
+    bounded whatever a model wrote: past the limit the oldest parts are
+    left out (a merge will fold them in), and a newest part that alone is
+    too long keeps its end, the most recent story.
+    """
+    kept: list[StoredSummary] = []
+    used = 0
+    for part in reversed(picked):
+        if kept and used + part.tokens > limit_tokens:
+            break
+        kept.insert(0, part)
+        used += part.tokens
+    if not kept:
         return None
-    last = picked[-1]
+    text = "\n\n".join(p.text.strip() for p in kept if p.text.strip())
+    if count(text) > limit_tokens:
+        text = truncate_to_last_tokens(text, limit_tokens)
+    last = kept[-1]
     return Summary(
-        text="\n\n".join(p.text.strip() for p in picked if p.text.strip()),
+        text=text,
         covers_through=last.covers_through,
         covers_actions=last.through_depth + 1,
-        parts=tuple(p.as_record() for p in picked),
+        parts=tuple(p.as_record() for p in kept),
     )
 
 

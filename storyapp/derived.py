@@ -29,8 +29,11 @@ from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summa
 
 log = logging.getLogger(__name__)
 
-#: The longest summary reply asked for (a summary of 150-220 words fits).
+#: The longest summary reply asked for (a summary of 150-220 words fits),
+#: and the least: at a tenth of the budget in between, so a small window is
+#: not filled by its own summaries.
 SUMMARY_REPLY_TOKENS = 400
+SUMMARY_REPLY_MIN = 160
 #: Seconds before the 2nd and 3rd attempt of a failing job.
 BACKOFF_SECONDS = (10, 60)
 #: A summary's sampling: faithful rather than inventive.
@@ -144,14 +147,14 @@ def schedule_summaries(campaign: Campaign, *, position: Action) -> None:
     summary when enough of the lineage fell out of the window (see
     `summaries.due`); both positions are read off the tree, so an undo
     rewinds them."""
-    from .prompting import settings_record
+    from .prompting import effective_budget
 
     ids = lineage.ids(campaign.pk, position.pk)
     picked = summaries.chain(stored_summaries(campaign.pk), ids)
     profile = modelclient.endpoint_for(campaign)
     if profile is None:
         return
-    budget = settings_record(profile, campaign=campaign).context_token_budget
+    budget = effective_budget(profile, campaign)
     merge = summaries.merge_plan(picked, limit_tokens=int(budget * summaries.CHAIN_SHARE))
     if merge:
         _enqueue(_job(campaign.pk, DerivedJob.Kind.SUMMARY, anchor_id=merge[-1].covers_through,
@@ -243,7 +246,13 @@ def _done(job: DerivedJob, note: str = "") -> None:
     DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.DONE, error=note)
 
 
-def _ask(profile, messages: tuple[dict, ...]) -> str:
+def _reply_tokens(profile, campaign: Campaign) -> int:
+    from .prompting import effective_budget
+
+    return max(SUMMARY_REPLY_MIN, min(SUMMARY_REPLY_TOKENS, effective_budget(profile, campaign) // 10))
+
+
+def _ask(profile, campaign: Campaign, messages: tuple[dict, ...]) -> str:
     """The model's whole reply to a summary request."""
     prompt_text = ""
     if profile.api_mode == profile.ApiMode.COMPLETIONS:
@@ -251,7 +260,7 @@ def _ask(profile, messages: tuple[dict, ...]) -> str:
     return "".join(
         modelclient.stream_reply(
             profile, messages=list(messages), prompt_text=prompt_text,
-            temperature=SUMMARY_TEMPERATURE, max_tokens=SUMMARY_REPLY_TOKENS,
+            temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile, campaign),
         )
     )
 
@@ -276,14 +285,11 @@ def _stretch(job: DerivedJob) -> list[Action]:
 def _capacity(profile, campaign: Campaign) -> int:
     """Tokens a summary request may take: the turn's budget, minus the reply,
     priced as the prompt builder prices ours against the server's."""
-    from .prompting import settings_record, window_for
+    from .prompting import effective_budget
 
-    budget = settings_record(profile, campaign=campaign).context_token_budget
-    window = window_for(profile)
-    if window is not None and window.verified and window.tokens:
-        budget = min(budget, window.tokens)
+    budget = effective_budget(profile, campaign)
     ratio = max(profile.token_ratio or 1.08, 1.0) + 0.03
-    return int((budget - SUMMARY_REPLY_TOKENS) / ratio)
+    return int((budget - _reply_tokens(profile, campaign)) / ratio)
 
 
 def _summarize(job: DerivedJob) -> None:
@@ -297,7 +303,7 @@ def _summarize(job: DerivedJob) -> None:
         [records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count) for a in stretch],
         protagonist=protagonist, capacity=_capacity(profile, job.campaign), count=count_tokens,
     )
-    reply = summaries.parse_reply(_ask(profile, request.messages))
+    reply = summaries.parse_reply(_ask(profile, job.campaign, request.messages))
     if not reply.text:
         raise _Unusable("The model returned an empty summary.")
     through = request.covered[-1].id
@@ -330,7 +336,9 @@ def _merge(job: DerivedJob) -> None:
     if len(parts) < 2 or parts[0].starts_after != job.starts_after_id or parts[-1].covers_through != job.anchor_id:
         _done(job, "The parts to merge changed; nothing was merged.")
         return
-    reply = summaries.parse_reply(_ask(profile, summaries.merge_request(parts, protagonist=job.campaign.persona_name)))
+    reply = summaries.parse_reply(
+        _ask(profile, job.campaign, summaries.merge_request(parts, protagonist=job.campaign.persona_name))
+    )
     if not reply.text:
         raise _Unusable("The model returned an empty summary.")
     with transaction.atomic():

@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from contextbuild import records, summaries
+from contextbuild.tokens import count_tokens
 from knowledge.embeddings import for_retrieval
 
 from . import derived, lineage, modelclient, recall
@@ -139,6 +140,17 @@ def window_for(profile: EndpointProfile) -> records.Window | None:
     return None
 
 
+def effective_budget(profile: EndpointProfile, campaign: Campaign) -> int:
+    """The budget a prompt really has: the setting, capped by a verified
+    window (as the builder caps it). Derived work sizes itself by this, so
+    a summary made for an 8,192 setting never fills a 2,048 window."""
+    budget = settings_record(profile, campaign=campaign).context_token_budget
+    window = window_for(profile)
+    if window is not None and window.verified and window.tokens:
+        budget = min(budget, window.tokens)
+    return budget
+
+
 #: How fast the recorded ratio follows a new measurement downwards; upwards
 #: it follows at once, since undercounting is what overflows a window.
 RATIO_SMOOTHING = 0.3
@@ -209,7 +221,13 @@ def turn_inputs(
         history=history,
         history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),
         player_text=player_text.strip(),
-        summary=summaries.as_prompt_summary(derived.summary_chain(campaign.pk, lineage_ids)) if has_derived else None,
+        summary=(
+            summaries.as_prompt_summary(
+                derived.summary_chain(campaign.pk, lineage_ids),
+                limit_tokens=int(effective_budget(profile, campaign) * summaries.PROMPT_SHARE), count=count_tokens,
+            )
+            if has_derived else None
+        ),
         memories=(
             memories_for(campaign, query, search, lineage_ids=lineage_ids,
                          before_depth=_replayed_from(anchor, window))

@@ -47,11 +47,20 @@ def test_a_chain_with_a_gap_uses_only_the_contiguous_newest_part():
 
 
 def test_the_prompt_summary_joins_the_chain_oldest_first_and_says_what_it_covers():
-    summary = as_prompt_summary(chain(STORED, A))
+    summary = as_prompt_summary(chain(STORED, A), limit_tokens=500, count=count_tokens)
     assert summary.text == "summary m1\n\nsummary s3"
     assert (summary.covers_through, summary.covers_actions) == (20, 20)
     assert [p["id"] for p in summary.parts] == ["m1", "s3"] and summary.parts[0]["level"] == 1
-    assert as_prompt_summary(()) is None
+    assert as_prompt_summary((), limit_tokens=500, count=count_tokens) is None
+
+
+def test_the_prompt_summary_stays_within_its_limit_whatever_the_model_wrote():
+    long = [seg("s1", None, 5, 4, tokens=300, text="old " * 300), seg("s2", 5, 10, 9, tokens=300,
+            text="middle " * 299 + "newest.")]
+    summary = as_prompt_summary(long, limit_tokens=400, count=count_tokens)
+    assert [p["id"] for p in summary.parts] == ["s2"], "the oldest part is left out"
+    tiny = as_prompt_summary(long, limit_tokens=50, count=count_tokens)
+    assert count_tokens(tiny.text) <= 50 and tiny.text.endswith("newest.")
 
 
 @pytest.mark.parametrize(
