@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contextbuild.narrative import NarrativeState
+from contextbuild.rules import PROMPT_ENTITIES, PROMPT_THREADS
 from contextbuild.rules import HIDDEN_MARKER
 
 #: Colour groups for the budget picture, by section label.
@@ -221,6 +222,8 @@ def _state(value) -> dict | None:
     if not isinstance(value, dict):
         return None
     state = NarrativeState.from_document(value)
+    # The prompt shows only the most recently touched (rules.render_state).
+    shown = state.entities[-PROMPT_ENTITIES:]
     return {
         "summary": state.scene.summary,
         "location": state.scene.location,
@@ -228,9 +231,10 @@ def _state(value) -> dict | None:
         "entities": [
             {"id": e.id, "label": e.label, "status": e.status, "location": e.location, "items": list(e.items),
              "aliases": list(e.aliases)}
-            for e in state.entities
+            for e in shown
         ],
-        "open_threads": [t.title or t.id for t in state.threads if t.is_open],
+        "entities_not_shown": [e.label for e in state.entities[: len(state.entities) - len(shown)]],
+        "open_threads": [t.title or t.id for t in state.threads if t.is_open][-PROMPT_THREADS:],
         "resolved_threads": [t.title or t.id for t in state.threads if not t.is_open],
     }
 

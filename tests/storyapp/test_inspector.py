@@ -258,3 +258,16 @@ def test_build_context_json_has_no_state_events_before_the_first_narration(campa
     out = StringIO()
     call_command("build_context", campaign=campaign.pk, json=True, stdout=out)
     assert json.loads(out.getvalue())["state_events"] is None
+
+
+def test_the_state_sent_lists_only_the_entities_the_prompt_showed(client, campaign, turn):
+    from contextbuild.rules import PROMPT_ENTITIES
+
+    narration = turn("I walk to the quay.")
+    cast = {f"p{n}": {"name": f"Person {n}"} for n in range(PROMPT_ENTITIES + 2)}
+    ContextSnapshot.objects.filter(action=narration).update(
+        report={**narration.snapshot.report, "state": {"entities": cast}})
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "Kept in the state but not sent" in page and "Person 0, Person 1." in page
+    assert f"<strong>Person {PROMPT_ENTITIES + 1}</strong>" in page and "<strong>Person 0</strong>" not in page
