@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from contextbuild import memories as recorded_memories
 from contextbuild import records, summaries
@@ -40,6 +42,10 @@ BACKOFF_SECONDS = (10, 60)
 SUMMARY_TEMPERATURE = 0.3
 #: Unfinished or failed jobs the report and the play page mention.
 NOTICED_JOBS = 5
+#: A job queued or running this long without a change is taken to be lost:
+#: asked for again, it is sent again. Longer than a summary may take
+#: (three attempts at an endpoint's default total timeout, with backoff).
+STALE_AFTER = timedelta(minutes=20)
 
 
 class RetryLater(Exception):
@@ -107,6 +113,10 @@ def _job(campaign_id: int, kind: str, *, anchor_id: int, start_id: int | None = 
     if job.state == DerivedJob.State.FAILED:
         DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.QUEUED, attempts=0)
         return job
+    if job.state != DerivedJob.State.DONE and job.updated < timezone.now() - STALE_AFTER:
+        # Its message was lost, or its worker killed without a redelivery.
+        DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.QUEUED)
+        return job
     return None
 
 
@@ -115,7 +125,9 @@ def _enqueue(job: DerivedJob | None) -> None:
         return
     from .tasks import derive
 
-    transaction.on_commit(lambda: derive.delay(job.pk))
+    # Robust: a broker that cannot take the message must not fail the turn
+    # that asked; the job stays queued and is sent again once it is stale.
+    transaction.on_commit(lambda: derive.delay(job.pk), robust=True)
 
 
 def after_narration(action_id: int) -> None:
@@ -176,7 +188,7 @@ def _in_progress(campaign_id: int, *, start_id: int | None) -> bool:
     will cover what fits and schedule the rest."""
     return DerivedJob.objects.filter(
         campaign_id=campaign_id, kind=DerivedJob.Kind.SUMMARY, level=0, starts_after_id=start_id,
-        state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING],
+        state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING], updated__gte=timezone.now() - STALE_AFTER,
     ).exists()
 
 
@@ -192,7 +204,7 @@ def withdraw_from(action: Action) -> None:
                               anchor_id__in=below).delete()
     DerivedJob.objects.filter(anchor=action, kind=DerivedJob.Kind.MEMORIES).delete()
     if action.kind == Action.Kind.AI and action.status == Action.Status.DONE:
-        transaction.on_commit(lambda: after_narration(action.pk))
+        transaction.on_commit(lambda: after_narration(action.pk), robust=True)
 
 
 # ---------------------------------------------------------------- running

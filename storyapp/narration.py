@@ -187,7 +187,8 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
         outcome = apply_block(action.state, block, forbidden=forbidden)
         changes = {"state": outcome.state, "state_rejections": list(outcome.refused)}
         built.report["state_events"] = outcome.as_record()
-        transaction.on_commit(partial(derived.after_narration, action.pk))
+        # Robust: derived work never fails the narration that gave rise to it.
+        transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)
     Action.objects.filter(pk=action.pk).update(
         text=prose,
         token_count=count_tokens(prose),

@@ -145,3 +145,38 @@ def test_a_300_turn_story_on_a_small_window_still_carries_its_first_facts(campai
     assert report["summary"]["parts"][0]["starts_after"] is None
     assert max(p["level"] for p in report["summary"]["parts"]) >= 1, "the summaries were layered"
 
+
+
+def test_a_broker_that_refuses_derived_work_does_not_fail_the_turn(campaign, play, monkeypatch):
+    from kombu.exceptions import OperationalError
+
+    from storyapp import tasks
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("broker down")
+
+    monkeypatch.setattr(tasks.derive, "delay", refuse)
+    done = play(1, "a")
+    assert done.status == Action.Status.DONE
+    job = DerivedJob.objects.get(anchor=done, kind=DerivedJob.Kind.MEMORIES)
+    assert job.state == DerivedJob.State.QUEUED, "the job waits to be sent again"
+
+
+def test_a_job_lost_with_its_message_is_sent_again_once_stale(campaign, play, monkeypatch,
+                                                            django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from storyapp import derived, tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.derive, "delay", lambda job_id: sent.append(job_id))
+    done = play(1, "a")
+    job = DerivedJob.objects.get(anchor=done, kind=DerivedJob.Kind.MEMORIES)
+    assert sent == [job.pk] and job.state == DerivedJob.State.QUEUED
+    with django_capture_on_commit_callbacks(execute=True):
+        derived.after_narration(done.pk)
+    assert sent == [job.pk], "a fresh queued job is not sent twice"
+    DerivedJob.objects.filter(pk=job.pk).update(updated=timezone.now() - derived.STALE_AFTER - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        derived.after_narration(done.pk)
+    assert sent == [job.pk, job.pk]
