@@ -46,10 +46,14 @@ class Outcome:
     applied: tuple[dict, ...] = ()
     refused: tuple[str, ...] = ()
     note: str = ""
+    #: Applied, but not wholly: a text cut to its cap, or an old entity or
+    #: thread let go to make room.
+    clamped: tuple[str, ...] = ()
 
     def as_record(self) -> dict:
         """This turn's state events, as the snapshot's report stores them."""
-        return {"applied": [dict(e) for e in self.applied], "refused": list(self.refused), "note": self.note}
+        return {"applied": [dict(e) for e in self.applied], "refused": list(self.refused), "note": self.note,
+                "clamped": list(self.clamped)}
 
 
 def parse_block(body: str | None) -> tuple[list | None, str]:
@@ -85,6 +89,7 @@ def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str],
     current = NarrativeState.from_document(state)
     applied: list[dict] = []
     refused: list[str] = []
+    clamped: list[str] = []
     banned = {(a.strip().lower(), b.strip().lower()) for a, b in forbidden if a and b}
     for index, event in enumerate(events):
         if not isinstance(event, dict):
@@ -99,9 +104,22 @@ def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str],
         if why:
             refused.append(f"{kind} event {index + 1}: {why}")
         else:
+            clamped.extend(f"{kind} event {index + 1}: {what}" for what in _clamps(event, current, after))
             current = after
             applied.append(event)
-    return Outcome(state=current.as_document(), applied=tuple(applied), refused=tuple(refused))
+    return Outcome(state=current.as_document(), applied=tuple(applied), refused=tuple(refused),
+                   clamped=tuple(clamped))
+
+
+def _clamps(event: dict, before: NarrativeState, after: NarrativeState) -> list[str]:
+    """What applying `event` kept of it only in part."""
+    cut = [f"{key} cut to {MAX_FIELD} characters" for key, value in event.items()
+           if isinstance(value, str) and len(value.strip()) > MAX_FIELD]
+    for name, old, new in (("entity", before.entities, after.entities), ("thread", before.threads, after.threads)):
+        kept = {r.id for r in new}
+        cut += [f"the {name} “{r.id}” was let go to make room (the least recently touched)" for r in old
+                if r.id not in kept]
+    return cut
 
 
 def _text(value) -> str:

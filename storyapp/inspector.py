@@ -160,11 +160,13 @@ def _state_events(value) -> dict | None:
     if not isinstance(value, dict):
         return None
     refused = value.get("refused")
+    clamped = value.get("clamped")
     applied = _dicts(value.get("applied"))
     return {
         "applied": applied,
         "applied_lines": [_event_line(e) for e in applied],
         "refused": [str(r) for r in refused] if isinstance(refused, list) else [],
+        "clamped": [str(c) for c in clamped] if isinstance(clamped, list) else [],
         "note": str(value.get("note") or ""),
     }
 

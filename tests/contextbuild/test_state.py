@@ -90,7 +90,8 @@ def test_one_bad_event_does_not_cost_the_good_ones():
     assert outcome.state["scene"]["location"] == "the ferry"
     assert outcome.state["entities"]["aldric"]["status"] == "dead"
     assert len(outcome.refused) == 1 and outcome.refused[0].startswith("entity event 1:")
-    assert outcome.as_record() == {"applied": [events[1]], "refused": list(outcome.refused), "note": ""}
+    assert outcome.as_record() == {"applied": [events[1]], "refused": list(outcome.refused), "note": "",
+                                   "clamped": []}
 
 
 def test_the_input_state_is_never_mutated():
@@ -218,3 +219,15 @@ def test_a_malformed_document_is_read_tolerantly_and_its_problems_named(doc, pro
     if kept is not None:
         assert state.as_document() == kept
     assert len(state.entities) <= MAX_ENTITIES
+
+
+def test_what_is_applied_only_in_part_is_recorded_as_clamped():
+    events = [{"type": "entity", "id": f"e{n}", "name": f"E{n}"} for n in range(MAX_ENTITIES + 1)]
+    events.append({"type": "scene", "summary": "x" * (MAX_FIELD + 1)})
+    outcome = apply_events({}, events)
+    assert outcome.refused == ()
+    assert outcome.clamped == (
+        f"entity event {MAX_ENTITIES + 1}: the entity “e0” was let go to make room (the least recently touched)",
+        f"scene event {MAX_ENTITIES + 2}: summary cut to {MAX_FIELD} characters",
+    )
+    assert outcome.as_record()["clamped"] == list(outcome.clamped)

@@ -199,6 +199,7 @@ LONG_MEMORY = {
     "state_events": {
         "applied": [{"type": "entity", "id": "aldric", "status": "dead"}],
         "refused": ["entity “ghost”: no such entity"], "note": "",
+        "clamped": ["scene event 2: summary cut to 300 characters"],
     },
     "derived": [{"kind": "summary", "state": "failed", "attempts": 3, "error": "HTTP 500 from the model", "anchor": 41}],
 }
@@ -216,6 +217,7 @@ def test_the_inspector_shows_the_long_memory_and_the_state_sent(client, campaign
     assert "Westhaven quay" in page and "holds a brass key" in page and "Return the broken seal" in page
     assert "Pay the ferryman" in page and "the broken seal" in page
     assert "✓ entity aldric: status dead" in page and "refused: entity “ghost”: no such entity" in page
+    assert "applied in part: scene event 2: summary cut to 300 characters" in page
     assert "failed after 3 attempts" in page and "HTTP 500 from the model" in page
 
 
