@@ -4,7 +4,9 @@ It builds its own data on the configured database and leaves nothing behind
 (the timed work runs in a transaction that is rolled back; the one file a
 separate worker process must see is committed and deleted after):
 
-- prompt assembly for a 2,000-action story (lineage window and prompt build);
+- prompt assembly for a 2,000-action story (lineage window and prompt build),
+  and again with its derived work (a memory per narration, a summary every
+  40 actions: the lineage walk, the summary chain and memory recall);
 - turn overhead: from the submit request to the first byte of the chat
   request reaching the loopback model server, for an empty library and for a
   large one. The narration task runs in this process as the request commits,
@@ -54,7 +56,7 @@ from knowledge.retrieval import clear_cache, retrieve
 from storyapp import prompting
 from storyapp.celery import app as celery_app
 from storyapp.demomodel import DemoModelServer
-from storyapp.models import Action, Campaign, EndpointProfile
+from storyapp.models import Action, Campaign, DerivedJob, EndpointProfile, Memory, Summary
 
 PARAGRAPH = (
     "The rain came sideways off the harbour, and the lanterns along the quay swung on their hooks. "
@@ -135,6 +137,7 @@ class Command(BaseCommand):
             embedding_model="", context_token_budget=8192, max_output_tokens=300,
         )
         self._prompt_assembly(2_000)
+        self._long_memory(2_000)
         self._play_page(1_000)
         empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
         self._turn_overhead(empty, "empty library")
@@ -163,6 +166,37 @@ class Command(BaseCommand):
 
         self.figures.append(figure(f"prompt assembly, {length:,}-action story", "ms", timed(assemble, self.runs),
                                    "lineage window + prompt build, no retrieval"))
+
+    def _long_memory(self, length: int) -> None:
+        """The turn's inputs and prompt when the story has its derived work:
+        a memory for every narration and a summary every 40 actions, all on
+        the lineage (so the lineage walk, the summary chain and recall are
+        timed, with lore retrieval on an empty library)."""
+        campaign = self._story(length, "Bench: long memory")
+        chain = list(Action.objects.filter(campaign=campaign).order_by("depth"))
+        start = None
+        for end in chain[39::40]:
+            Summary.objects.create(campaign=campaign, starts_after=start, covers_through=end, text=PARAGRAPH,
+                                   token_count=count_tokens(PARAGRAPH))
+            start = end
+        Memory.objects.bulk_create(
+            Memory(campaign=campaign, anchor=a, authority=Memory.Authority.RECORDED,
+                   text=f"The lantern {a.depth} went out at the customs house.", token_count=12)
+            for a in chain if a.kind == Action.Kind.AI
+        )
+        DerivedJob.objects.create(campaign=campaign, kind=DerivedJob.Kind.MEMORIES, anchor=chain[-1],
+                                  key=f"bench-{self.tag}", state=DerivedJob.State.DONE)
+        self._analyze()
+
+        def assemble():
+            build_context(prompting.turn_inputs(campaign, self.profile, position=campaign.head,
+                                                player_text="I relight the lantern at the customs house."))
+
+        memories = len(chain) // 2
+        self.figures.append(figure(
+            f"prompt assembly with long memory, {length:,} actions", "ms", timed(assemble, self.runs),
+            f"{memories:,} memories, {len(chain) // 40} summaries, recall and an empty library's retrieval",
+        ))
 
     def _play_page(self, length: int) -> None:
         campaign = self._story(length, "Bench: play page")
