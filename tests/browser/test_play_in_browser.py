@@ -265,3 +265,24 @@ def test_a_campaign_with_an_opening_scene_starts_with_it(page):
     page.get_by_role("button", name=re.compile("Create")).click()
     expect(page.locator("#story .action.ai .prose")).to_have_text("Fog sits on the harbour like a held breath.")
     assert horizontal_overflow(page) <= 0
+
+
+def test_the_story_state_corrected_by_hand_reaches_the_next_turn(page, campaign, model):
+    open_play(page, campaign)
+    model.script({"reply": 'The ferry rocks.\n<state>{"events": [{"type": "scene", "location": "the ferry"}]}</state>'})
+    send(page, "I board the ferry.")
+    wait_settled(page, 1)
+    panel = page.locator("#state-panel")
+    panel.locator("summary").click()
+    location = panel.get_by_label("Where you are")
+    expect(location).to_have_value("the ferry")
+    location.fill("the lighthouse stair")
+    panel.get_by_role("button", name="Save state").click()
+    expect(page.locator("#state-form [role=status]")).to_have_text("Saved. The next turn reads it.")
+    model.reset()
+    model.script({"reply": "You climb."})
+    send(page, "I climb.")
+    wait_settled(page, 2)
+    [chat] = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
+    assert "Location: the lighthouse stair" in chat["messages"][-1]["content"]
+    expect(panel.get_by_label("Where you are")).to_have_value("the lighthouse stair")
