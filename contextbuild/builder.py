@@ -78,6 +78,13 @@ USER = "user"
 ASSISTANT = "assistant"
 SYSTEM = "system"
 
+#: The most of the budget the recalled memories and the narrative state may
+#: take: both are protected (never dropped for history), so each is bounded,
+#: and with the summary's share (storyapp.prompting) a small window still
+#: leaves room for the story.
+MEMORY_SHARE = 0.10
+STATE_SHARE = 0.20
+
 MEMORIES_HEADING = (
     "Memories from earlier in the story. Lines marked [inferred] are "
     "interpretation, not established fact — do not treat them as settled truth:"
@@ -163,8 +170,10 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
     note = _section("authors_note", f"[Author's note: {authors_note}]" if authors_note else "")
     summary_text = inputs.summary.text if inputs.summary is not None else ""
     summary = _section("story_summary", _headed("Story summary:", summary_text))
-    memories = _section("used_memories", _memories_text(inputs.memories))
-    state = _section("narrative_state", rules.render_state(inputs.narrative_state))
+    recalled = _memories_within(inputs.memories, int(budget * MEMORY_SHARE))
+    memories = _section("used_memories", _memories_text(recalled))
+    state = _section("narrative_state",
+                     rules.render_state(inputs.narrative_state, limit_tokens=int(budget * STATE_SHARE)))
     refusals = _section("state_refusals", rules.render_refusals(inputs.state_refusals))
     player = _section("player_input", inputs.player_text.strip())
     past = inputs.history
@@ -247,7 +256,10 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
                 "ratio": None,
             },
             "window": _window_record(inputs.window, capped=budget < settings.context_token_budget),
-            "memories": {"used": [_memory_record(m) for m in inputs.memories if m.text.strip()]},
+            "memories": {
+                "used": [_memory_record(m) for m in recalled],
+                "dropped": [_memory_record(m) for m in [m for m in inputs.memories if m.text.strip()][len(recalled):]],
+            },
             "summary": _summary_record(inputs.summary) if summary is not None else None,
             "derived": [dict(job) for job in inputs.derived],
             # The narrative state as sent: what the narrator was told is true.
@@ -408,6 +420,25 @@ def _present(*sections: Section | None) -> list[Section]:
 def _headed(heading: str, body: str) -> str:
     body = body.strip()
     return f"{heading}\n{body}" if body else ""
+
+
+def _memories_within(memories: tuple[Memory, ...], limit: int) -> tuple[Memory, ...]:
+    """The best-ranked memories whose lines fit in `limit` tokens (at least
+    the first, cut if it alone is too long): memories are never dropped for
+    history, so they are bounded here instead."""
+    kept: list[Memory] = []
+    used = count_tokens(MEMORIES_HEADING)
+    for memory in memories:
+        if not memory.text.strip():
+            continue
+        cost = count_tokens(memory.text) + 4
+        if used + cost > limit:
+            if not kept:
+                kept.append(replace(memory, text=truncate_to_last_tokens(memory.text, max(1, limit - used - 4))))
+            break
+        kept.append(memory)
+        used += cost
+    return tuple(kept)
 
 
 def _memories_text(memories: tuple[Memory, ...]) -> str:

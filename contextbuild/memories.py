@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .narrative import PLAYER
+from .state import LOST
+
 #: The longest memory kept; a memory is retrieved into prompts.
 MAX_CHARS = 300
 
@@ -19,8 +22,13 @@ def _text(value) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _name(state: dict, key, protagonist: str) -> str:
-    if key in (None, "", "protagonist", "player", "you"):
+def _key(event: dict) -> str:
+    key = event.get("id")
+    return key if isinstance(key, str) else ""
+
+
+def _name(state: dict, key: str, protagonist: str) -> str:
+    if key in ("", PLAYER):
         return protagonist or "The protagonist"
     entities = state.get("entities") if isinstance(state, dict) else None
     entity = entities.get(key) if isinstance(entities, dict) else None
@@ -45,27 +53,28 @@ def describe(event: dict, state: dict, *, protagonist: str = "") -> str:
             return _sentence(f"{summary.rstrip('.')} ({location})")
         return _sentence(summary or f"The scene moved to {location}")
     if kind == "entity":
-        name = _name(state, event.get("id"), protagonist)
+        name = _name(state, _key(event), protagonist)
         status = _text(event.get("status"))
         return _sentence(f"{name}: {status}") if status else ""
     if kind == "thread":
         threads = state.get("threads") if isinstance(state, dict) else None
-        known = threads.get(event.get("id")) if isinstance(threads, dict) else None
+        known = threads.get(_key(event)) if isinstance(threads, dict) else None
         title = _text(event.get("title")) or (_text(known.get("title")) if isinstance(known, dict) else "")
         if not title:
             return ""
         if _text(event.get("status")).lower() == "resolved":
             return _sentence(f"Resolved: {title}")
         return _sentence(f"Begun: {title}")
+    # Move and item events are read by exactly the fields contextbuild.state
+    # applied them by, so a memory never says what the state does not.
     if kind == "move":
-        who = _name(state, event.get("id") or event.get("entity"), protagonist)
-        place = _text(event.get("location") or event.get("to"))
+        who = _name(state, _key(event), protagonist)
+        place = _text(event.get("to"))
         return _sentence(f"{who} went to {place}") if place else ""
     if kind == "item":
-        who = _name(state, event.get("holder") or event.get("id") or event.get("entity"), protagonist)
-        item = _text(event.get("item") or event.get("name"))
-        change = _text(event.get("change") or event.get("action")).lower()
-        verb = "lost" if change in ("lost", "lose", "removed", "dropped", "gave") else "gained"
+        who = _name(state, _key(event), protagonist)
+        item = _text(event.get("item"))
+        verb = "lost" if _text(event.get("change")).lower() in LOST else "gained"
         return _sentence(f"{who} {verb} {item}") if item else ""
     return ""
 

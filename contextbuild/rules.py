@@ -11,6 +11,7 @@ import re
 
 from .narrative import Entity, NarrativeState
 from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona
+from .tokens import count_tokens
 
 #: Between sections and between passages: a blank line, which the model reads
 #: as a paragraph break and which costs one token.
@@ -142,15 +143,25 @@ PROMPT_ENTITIES = 12
 PROMPT_THREADS = 8
 
 
-def render_state(narrative_state: dict) -> str:
+def render_state(narrative_state: dict, *, limit_tokens: int | None = None) -> str:
     """The narrative state as the model reads it, or "" when there is none.
 
     Entity and thread ids are shown because the state rule asks the model to
     reuse them; resolved threads are left out because they no longer steer the
     story. The stored document is read through `NarrativeState`, which checks
-    its shapes.
+    its shapes. The state is never dropped for room, so with `limit_tokens`
+    the least recently touched entities are left out until it fits.
     """
     state = NarrativeState.from_document(narrative_state)
+    shown = min(PROMPT_ENTITIES, len(state.entities))
+    text = _state_text(state, shown)
+    while limit_tokens is not None and shown > 0 and count_tokens(text) > limit_tokens:
+        shown -= 1
+        text = _state_text(state, shown)
+    return text
+
+
+def _state_text(state: NarrativeState, shown: int) -> str:
     lines: list[str] = []
     if state.scene.summary:
         lines.append(f"Scene: {state.scene.summary}")
@@ -160,10 +171,9 @@ def render_state(narrative_state: dict) -> str:
         lines.append("You carry: " + ", ".join(state.inventory))
     if state.entities:
         lines.append("Characters and things:")
-        lines.extend(_entity_line(entity) for entity in state.entities[-PROMPT_ENTITIES:])
-        if len(state.entities) > PROMPT_ENTITIES:
-            lines.append(f"- ({len(state.entities) - PROMPT_ENTITIES} more met earlier; "
-                         "reuse their ids if they return)")
+        lines.extend(_entity_line(entity) for entity in state.entities[len(state.entities) - shown:])
+        if len(state.entities) > shown:
+            lines.append(f"- ({len(state.entities) - shown} more met earlier; reuse their ids if they return)")
     open_threads = [f"- {t.title or t.id} [{t.id}]" for t in state.threads if t.is_open][-PROMPT_THREADS:]
     if open_threads:
         lines.append("Open threads:")

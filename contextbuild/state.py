@@ -96,7 +96,7 @@ def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str],
             refused.append(f"event {index + 1} is not an object")
             continue
         kind = event.get("type")
-        handler = _HANDLERS.get(kind)
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
             refused.append(f"event {index + 1} has an unknown type {json.dumps(kind)}")
             continue

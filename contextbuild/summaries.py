@@ -64,7 +64,7 @@ STRIDE = 4
 #: The chain's share of the prompt budget before its oldest parts are merged,
 #: and the most of the budget the prompt's summary may take whatever happens.
 CHAIN_SHARE = 0.15
-PROMPT_SHARE = 0.25
+PROMPT_SHARE = 0.20
 #: The most facts kept from one summary (each becomes an inferred memory).
 MAX_FACTS = 8
 MAX_FACT_CHARS = 240

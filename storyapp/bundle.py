@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from contextbuild.memories import MAX_CHARS as MAX_MEMORY_CHARS
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
@@ -36,6 +37,11 @@ CLASSES = {"canon", "reference", "inspiration"}
 VISIBILITIES = {"visible", "hidden"}
 LENGTHS = {choice.value for choice in Campaign.NarrationLength}
 AUTHORITIES = {choice.value for choice in Memory.Authority}
+#: The longest summary and memory texts a bundle may carry (a summary layer
+#: is a few hundred words; a memory, contextbuild.memories.MAX_CHARS), and
+#: the deepest layer of summaries of summaries.
+MAX_SUMMARY_CHARS = 6000
+MAX_SUMMARY_LEVEL = 64
 
 
 class BundleError(ValueError):
@@ -345,11 +351,9 @@ def _summaries(bundle: dict, order: dict[str, _Action]) -> dict[str, dict]:
         if start is not None and start not in _ancestors(order, through):
             raise BundleError(f"{where}.starts_after names “{start}”, which is not an action before “{through}”.")
         level = _require(item, "level", int, where, optional=True) or 0
-        if level < 0:
-            raise BundleError(f"{where}.level should be 0 or more.")
-        text = _require(item, "text", str, where)
-        if not text.strip():
-            raise BundleError(f"{where}.text is empty.")
+        if not 0 <= level <= MAX_SUMMARY_LEVEL:
+            raise BundleError(f"{where}.level should be from 0 to {MAX_SUMMARY_LEVEL}.")
+        text = _bounded_text(item, where, MAX_SUMMARY_CHARS)
         found[ref] = {"starts_after": start, "covers_through": through, "level": level, "text": text}
     return found
 
@@ -368,11 +372,20 @@ def _memories(bundle: dict, order: dict[str, _Action], summaries: dict[str, dict
         summary = _require(item, "summary", str, where, optional=True)
         if summary is not None and summary not in summaries:
             raise BundleError(f"{where}.summary names “{summary}”, which is not in the bundle.")
-        text = _require(item, "text", str, where)
-        if not text.strip():
-            raise BundleError(f"{where}.text is empty.")
+        text = _bounded_text(item, where, MAX_MEMORY_CHARS)
         memories.append({"anchor": anchor, "authority": authority, "summary": summary, "text": text})
     return memories
+
+
+def _bounded_text(item: dict, where: str, limit: int) -> str:
+    """A summary's or memory's text: not empty, and no longer than the worker
+    would have written it, because it is recalled into prompts unabridged."""
+    text = _require(item, "text", str, where)
+    if not text.strip():
+        raise BundleError(f"{where}.text is empty.")
+    if len(text) > limit:
+        raise BundleError(f"{where}.text is {len(text):,} characters; at most {limit:,} are accepted.")
+    return text
 
 
 def _source(item, index: int) -> dict:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild import memories as recorded_memories
@@ -93,6 +93,23 @@ def notices(campaign_id: int, lineage_ids) -> list[Notice]:
 # ------------------------------------------------------------- scheduling
 
 
+def _set(job_id: int, *, only=(), **fields) -> int:
+    """Updates a job and its `updated` time (a queryset update does not
+    touch auto_now, and staleness is read off it); `only` limits the update
+    to jobs in those states. Returns how many rows changed."""
+    jobs = DerivedJob.objects.filter(pk=job_id)
+    if only:
+        jobs = jobs.filter(state__in=only)
+    return jobs.update(updated=timezone.now(), **fields)
+
+
+def _stale() -> Q:
+    """Queued or running, and untouched for STALE_AFTER: its message was
+    lost (a broker that refused it) or its worker killed without a redelivery."""
+    return Q(state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING],
+             updated__lt=timezone.now() - STALE_AFTER)
+
+
 def _key(kind: str, anchor_id: int, start_id: int | None, level: int) -> str:
     return f"{kind}:{anchor_id}:{start_id or 'root'}:{level}"
 
@@ -110,24 +127,25 @@ def _job(campaign_id: int, kind: str, *, anchor_id: int, start_id: int | None = 
     )
     if created:
         return job
-    if job.state == DerivedJob.State.FAILED:
-        DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.QUEUED, attempts=0)
+    if _set(job.pk, only=[DerivedJob.State.FAILED], state=DerivedJob.State.QUEUED, attempts=0):
         return job
-    if job.state != DerivedJob.State.DONE and job.updated < timezone.now() - STALE_AFTER:
-        # Its message was lost, or its worker killed without a redelivery.
-        DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.QUEUED)
+    if DerivedJob.objects.filter(_stale(), pk=job.pk).exists():
+        _set(job.pk, state=DerivedJob.State.QUEUED)
         return job
     return None
 
 
 def _enqueue(job: DerivedJob | None) -> None:
-    if job is None:
-        return
+    if job is not None:
+        _send(job.pk)
+
+
+def _send(job_id: int) -> None:
     from .tasks import derive
 
     # Robust: a broker that cannot take the message must not fail the turn
     # that asked; the job stays queued and is sent again once it is stale.
-    transaction.on_commit(lambda: derive.delay(job.pk), robust=True)
+    transaction.on_commit(lambda: derive.delay(job_id), robust=True)
 
 
 def after_narration(action_id: int) -> None:
@@ -139,6 +157,15 @@ def after_narration(action_id: int) -> None:
     with transaction.atomic():
         _enqueue(_job(action.campaign_id, DerivedJob.Kind.MEMORIES, anchor_id=action.pk))
         schedule_summaries(action.campaign, position=action)
+        resend_stale(action.campaign_id)
+
+
+def resend_stale(campaign_id: int) -> None:
+    """Sends this story's stale jobs again: each turn sweeps, so work whose
+    message was lost is done by the next turn after STALE_AFTER."""
+    for job_id in DerivedJob.objects.filter(_stale(), campaign_id=campaign_id).values_list("pk", flat=True)[:20]:
+        _set(job_id, state=DerivedJob.State.QUEUED)
+        _send(job_id)
 
 
 def _dropped_through(position: Action) -> Action | None:
@@ -188,8 +215,8 @@ def _in_progress(campaign_id: int, *, start_id: int | None) -> bool:
     will cover what fits and schedule the rest."""
     return DerivedJob.objects.filter(
         campaign_id=campaign_id, kind=DerivedJob.Kind.SUMMARY, level=0, starts_after_id=start_id,
-        state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING], updated__gte=timezone.now() - STALE_AFTER,
-    ).exists()
+        state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING],
+    ).exclude(_stale()).exists()
 
 
 def withdraw_from(action: Action) -> None:
@@ -211,10 +238,12 @@ def withdraw_from(action: Action) -> None:
 
 
 def claim(job_id: int) -> DerivedJob | None:
-    """The job, marked running with one more attempt; None when it is done
-    or gone (a redelivered task, or an edit withdrew it meanwhile)."""
-    claimed = DerivedJob.objects.filter(pk=job_id).exclude(state=DerivedJob.State.DONE).update(
-        state=DerivedJob.State.RUNNING, attempts=F("attempts") + 1
+    """The job, marked running with one more attempt; None when it is done,
+    gone (an edit withdrew it meanwhile), or running in another worker (a
+    second delivery of its message) unless that one is stale."""
+    claimable = Q(state=DerivedJob.State.QUEUED) | _stale()
+    claimed = DerivedJob.objects.filter(claimable, pk=job_id).update(
+        state=DerivedJob.State.RUNNING, attempts=F("attempts") + 1, updated=timezone.now()
     )
     if not claimed:
         return None
@@ -249,13 +278,20 @@ class _Unusable(Exception):
 
 def _failed(job: DerivedJob, error: str, *, final: bool) -> None:
     state = DerivedJob.State.FAILED if final or job.attempts >= DerivedJob.MAX_ATTEMPTS else DerivedJob.State.QUEUED
-    DerivedJob.objects.filter(pk=job.pk).update(state=state, error=error[:2000])
-    if state == DerivedJob.State.QUEUED:
+    changed = _set(job.pk, only=[DerivedJob.State.RUNNING], state=state, error=error[:2000])
+    if changed and state == DerivedJob.State.QUEUED:
         raise RetryLater(error)
 
 
 def _done(job: DerivedJob, note: str = "") -> None:
-    DerivedJob.objects.filter(pk=job.pk).update(state=DerivedJob.State.DONE, error=note)
+    _set(job.pk, state=DerivedJob.State.DONE, error=note)
+
+
+def _still_mine(job: DerivedJob) -> bool:
+    """Inside the write: the job is still this run's to finish (locked, not
+    done by another delivery, its anchor not withdrawn by an edit)."""
+    locked = DerivedJob.objects.select_for_update().filter(pk=job.pk, state=DerivedJob.State.RUNNING).first()
+    return locked is not None and not Summary.objects.filter(job_id=job.pk).exists()
 
 
 def _reply_tokens(profile, campaign: Campaign) -> int:
@@ -320,7 +356,7 @@ def _summarize(job: DerivedJob) -> None:
         raise _Unusable("The model returned an empty summary.")
     through = request.covered[-1].id
     with transaction.atomic():
-        if not Action.objects.filter(pk=job.anchor_id).exists():
+        if not _still_mine(job):
             return
         summary = Summary.objects.create(
             campaign_id=job.campaign_id, starts_after_id=job.starts_after_id, covers_through_id=through,
@@ -333,8 +369,19 @@ def _summarize(job: DerivedJob) -> None:
         ]
         Memory.objects.bulk_create(facts)
         _done(job)
+        _supersede(job, by=summary)
     _embed_or_note(job, summary.facts.all())
     _continue(job)
+
+
+def _supersede(job: DerivedJob, *, by: Summary) -> None:
+    """Earlier summary jobs from the same start that did not finish are
+    settled by this one: the story has its summary from there, and their
+    failures no longer concern the reader."""
+    others = DerivedJob.objects.filter(
+        campaign_id=job.campaign_id, kind=DerivedJob.Kind.SUMMARY, level=0, starts_after_id=job.starts_after_id,
+    ).exclude(pk=job.pk).exclude(state=DerivedJob.State.DONE)
+    others.update(state=DerivedJob.State.DONE, error=f"Superseded by summary #{by.pk}.", updated=timezone.now())
 
 
 def _merge(job: DerivedJob) -> None:
@@ -354,6 +401,8 @@ def _merge(job: DerivedJob) -> None:
     if not reply.text:
         raise _Unusable("The model returned an empty summary.")
     with transaction.atomic():
+        if not _still_mine(job):
+            return
         Summary.objects.create(
             campaign_id=job.campaign_id, starts_after_id=job.starts_after_id, covers_through_id=job.anchor_id,
             level=job.level, text=reply.text, token_count=count_tokens(reply.text), job=job,
@@ -376,6 +425,8 @@ def _remember(job: DerivedJob) -> None:
     events = ((report.get("state_events") or {}).get("applied")) or []
     texts = recorded_memories.recorded(events, narration.state or {}, protagonist=job.campaign.persona_name)
     with transaction.atomic():
+        if not _still_mine(job):
+            return
         Memory.objects.filter(anchor=narration, authority=Memory.Authority.RECORDED).delete()
         made = Memory.objects.bulk_create(
             Memory(campaign_id=job.campaign_id, anchor=narration, authority=Memory.Authority.RECORDED,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from contextbuild import records
+from contextbuild.memories import MAX_CHARS
 from knowledge.embeddings import from_bytes
 from knowledge.query import Query, matched_terms, weigh_terms
 from knowledge.ranking import Candidate, cosine, rank
@@ -49,7 +50,7 @@ def memories_for(
     ranked = rank(candidates, terms, floor=floor if query_vector is not None else None, limit=MEMORY_LIMIT)
     return tuple(
         records.Memory(
-            text=by_id[d.candidate.id].text, authority=d.candidate.kind, score=round(d.score, 4),
+            text=by_id[d.candidate.id].text[:MAX_CHARS], authority=d.candidate.kind, score=round(d.score, 4),
             source_action=by_id[d.candidate.id].anchor_id, id=d.candidate.id, admitted_by=d.by,
         )
         for d in ranked.offered

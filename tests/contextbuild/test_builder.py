@@ -363,3 +363,19 @@ def test_a_measured_token_ratio_shrinks_what_the_prompt_may_spend():
     heavy = build_context(full_turn(history=story(600), token_ratio=1.3)).report["tokens"]
     assert heavy["prompt_capacity"] < plain["prompt_capacity"]
     assert heavy["history_spent"] < plain["history_spent"]
+
+
+def test_long_memory_stays_within_its_shares_of_a_small_window():
+    from contextbuild.builder import MEMORY_SHARE, STATE_SHARE
+    from contextbuild.records import Memory
+
+    memories = tuple(Memory(f"Memory {i}: " + "the tide turned again " * 60, "recorded", 1.0 - i / 10, i)
+                     for i in range(6))
+    cast = {f"p{i}": {"name": f"Person {i}", "status": "wary " * 40, "items": ["a rope"] * 1} for i in range(12)}
+    built = build_context(full_turn(settings=settings(budget=2048, output=200), memories=memories,
+                                    narrative_state={"entities": cast}, knowledge=None))
+    assert section(built, "used_memories")["tokens"] <= 2048 * MEMORY_SHARE + 5
+    assert section(built, "narrative_state")["tokens"] <= 2048 * STATE_SHARE
+    report = built.report["memories"]
+    assert report["used"] and [m["source_action"] for m in report["used"] + report["dropped"]] == list(range(6))
+    assert "more met earlier" in next(s["text"] for s in built.report["sections"] if s["label"] == "narrative_state")

@@ -231,3 +231,9 @@ def test_what_is_applied_only_in_part_is_recorded_as_clamped():
         f"scene event {MAX_ENTITIES + 2}: summary cut to {MAX_FIELD} characters",
     )
     assert outcome.as_record()["clamped"] == list(outcome.clamped)
+
+
+@pytest.mark.parametrize("kind", [["scene"], {"a": 1}, 7, None])
+def test_an_event_type_that_is_not_text_is_refused_not_raised(kind):
+    outcome = apply_events({}, [{"type": kind, "summary": "x"}])
+    assert outcome.applied == () and "unknown type" in outcome.refused[0]

@@ -123,3 +123,16 @@ def test_recorded_memories_say_what_the_accepted_events_established():
     assert recorded(events, state, protagonist="Mara") == (
         "Aldric: dead.", "Resolved: Return the broken seal.", "Mara boards the ferry (the ferry).",
     )
+
+
+def test_recorded_moves_and_items_say_what_the_state_applied():
+    state = {"entities": {"mira": {"name": "Mira"}}}
+    events = [
+        {"type": "item", "id": "you", "item": "the rope", "change": "gained", "holder": "mira"},
+        {"type": "move", "id": "you", "to": "the quay", "location": "the tower"},
+        {"type": "item", "id": "mira", "item": "a lamp", "change": "lost"},
+        {"type": "move", "id": ["not", "an", "id"], "to": "nowhere"},
+    ]
+    assert recorded(events, state, protagonist="Mara") == (
+        "Mara gained the rope.", "Mara went to the quay.", "Mira lost a lamp.", "Mara went to nowhere.",
+    )

@@ -115,6 +115,9 @@ def test_a_round_trip_keeps_the_long_memory(remembered, alice):
         (lambda b: b["memories"][0].update(authority="guessed"), "recorded or inferred"),
         (lambda b: b["memories"][0].update(summary="s9"), "summary names “s9”"),
         (lambda b: b["memories"][0].update(anchor="a7"), "anchor names “a7”"),
+        (lambda b: b["memories"][0].update(text="tide " * 2000), r"memories\[0\]\.text is 10,000 characters"),
+        (lambda b: b["summaries"][0].update(text="tide " * 2000), r"at most 6,000 are accepted"),
+        (lambda b: b["summaries"][0].update(level=10**20), "level should be from 0 to 64"),
     ],
 )
 def test_malformed_long_memory_is_refused_and_writes_nothing(alice, change, message):
