@@ -253,7 +253,7 @@ def test_build_context_json_carries_the_long_memory_and_the_last_turns_state_eve
     assert report["state_events"] == narration.snapshot.report["state_events"]
     assert report["state_events"]["applied"] and report["state_events"]["refused"]
     assert report["state"]["scene"]["location"] == "the ferry"
-    assert report["summary"] is None and report["memories"] == {"used": []}
+    assert report["summary"] is None and report["memories"] == {"used": [], "dropped": []}
 
 
 def test_build_context_json_has_no_state_events_before_the_first_narration(campaign):
