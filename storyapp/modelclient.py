@@ -96,6 +96,10 @@ def client_for(profile: EndpointProfile, *, timeout: float | None = None) -> ope
                 cached[1].close()
             cached = identity, openai.OpenAI(
                 base_url=profile.base_url, api_key=profile.api_key or "not-needed", max_retries=0,
+                # Never follow a redirect: the allowlist checks the base URL,
+                # and a 307 from an allowed server would carry the whole
+                # prompt, hidden lore included, to a host it never checked.
+                http_client=openai.DefaultHttpxClient(follow_redirects=False),
             )
             _clients[profile.pk] = cached
     return cached[1].with_options(timeout=httpx.Timeout(seconds, connect=min(10.0, seconds)))
@@ -136,6 +140,12 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
         return f"{where} is rate limiting requests (429). Wait a moment, then press Retry."
     if isinstance(exc, openai.BadRequestError):
         return f"{where} rejected the request (400): {_message(exc)}"
+    if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
+        return (
+            f"{where} answered with a redirect ({exc.status_code}), which Loremaster never follows: a redirect "
+            "could send the prompt to a host the endpoint allowlist does not allow. An admin can set the "
+            "profile's base URL to the address the server redirects to."
+        )
     if isinstance(exc, openai.APIStatusError):
         return f"{where} failed with an error ({exc.status_code}). Press Retry to try again."
     return f"{where} failed: {exc.__class__.__name__}. Press Retry to try again."
@@ -366,7 +376,7 @@ def _http(profile: EndpointProfile, method: str, url: str, payload: dict | None 
     with _clients_lock:
         if _probe_http is None:
             # One pool for every probe: a new client costs an SSL context.
-            _probe_http = httpx.Client()
+            _probe_http = httpx.Client(follow_redirects=False)
     response = _probe_http.request(method, url, json=payload, headers=headers, timeout=timeout)
     if response.status_code != 200:
         return None

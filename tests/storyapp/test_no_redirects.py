@@ -1,0 +1,46 @@
+"""Model endpoints never follow a redirect: the allowlist checks the base URL
+only, so a 307 from an allowed server must not carry the prompt elsewhere."""
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.utils import timezone
+
+from storyapp import services
+from storyapp.models import Action
+from tests.factories import CampaignFactory, EndpointProfileFactory
+
+
+@pytest.fixture
+def redirector(model):
+    """A loopback server that answers everything with 307 to the demo model server."""
+
+    class Redirect(BaseHTTPRequestHandler):
+        def _redirect(self):
+            self.send_response(307)
+            self.send_header("Location", model.base_url.removesuffix("/v1") + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _redirect
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_redirecting_endpoint_gets_no_prompt_through(alice, model, redirector, django_capture_on_commit_callbacks):
+    profile = EndpointProfileFactory(base_url=redirector, embedding_model="")
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    with django_capture_on_commit_callbacks(execute=True):
+        _, narration = services.turn_submit(campaign=campaign, text="I open the secret door.", now=timezone.now())
+    narration.refresh_from_db()
+    assert narration.status == Action.Status.FAILED
+    assert "redirect (307)" in narration.error and "never follows" in narration.error
+    assert not [r for r in model.requests() if r["path"].endswith("/chat/completions")], "the prompt was not carried"
