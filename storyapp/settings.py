@@ -123,7 +123,10 @@ _SQLITE_OPTIONS = {
 }
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    # No persistent connections: under ASGI each request and each stream
+    # runs in its own thread, so a kept connection is one per thread, and
+    # 20 readers held PostgreSQL at its limit of 100 ("too many clients").
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
     DATABASES = {
         "default": {
