@@ -13,6 +13,7 @@ happened and what to do, never a stack trace or the API key.
 from __future__ import annotations
 
 import atexit
+import logging
 import re
 import threading
 import time
@@ -26,6 +27,8 @@ from contextbuild.builder import COMPLETION_STOP
 
 from .endpoints import validate_base_url
 from .models import EndpointProfile
+
+log = logging.getLogger(__name__)
 
 
 def endpoint_for(campaign) -> EndpointProfile | None:
@@ -204,6 +207,14 @@ class Meter:
 _no_stream_options: set[int | None] = set()
 
 
+#: No reply is longer than this many characters a token asked for (the
+#: longest tokens are rarely over 8), plus room for the state block: what a
+#: server sends past that is not kept, so a hostile endpoint cannot store
+#: megabytes into a narration that every play page then loads.
+REPLY_CHARS_PER_TOKEN = 8
+REPLY_CHARS_MARGIN = 2000
+
+
 def stream_reply(
     profile: EndpointProfile,
     *,
@@ -228,6 +239,7 @@ def stream_reply(
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
     finish_reason = None
     started = wrote = False
+    room = max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_CHARS_MARGIN
     deadline = time.monotonic() + profile.timeout_seconds
     request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
     if completions:
@@ -253,6 +265,13 @@ def stream_reply(
                     text = choice.text if completions else (choice.delta.content if choice.delta else None)
                     if text:
                         wrote = True
+                        if len(text) >= room:
+                            # A server that ignores max_tokens: the reply is
+                            # cut where no honest one reaches, and the stream closed.
+                            log.warning("The reply from %s passed its length limit; cut.", profile.name)
+                            yield text[:room]
+                            return
+                        room -= len(text)
                         yield text
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
