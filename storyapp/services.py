@@ -9,6 +9,7 @@ conditional UPDATE; the few reads here sit beside the writes they serve.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,6 +21,8 @@ from contextbuild.tokens import count_tokens
 
 from . import derived
 from .models import Action, Campaign, ContextSnapshot
+
+log = logging.getLogger(__name__)
 
 
 class TurnRefused(Exception):
@@ -75,10 +78,30 @@ def _refuse_while_narrating(head: Action | None) -> None:
         raise TurnRefused("The narrator is still writing. Wait for it to finish or press Stop.")
 
 
+#: What a reader is told when the narration could not be handed to a worker.
+BROKER_DOWN = (
+    "The narration could not be started: the task queue (Redis) did not answer. Your action is kept; "
+    "press Retry once the queue is back."
+)
+
+
 def _enqueue_narration(action: Action) -> None:
+    transaction.on_commit(lambda: _send_narration(action.pk))
+
+
+def _send_narration(action_id: int) -> None:
+    """Hands the narration to a worker. If the broker refuses, the turn is
+    already stored, so it ends failed at once with a reason and Retry,
+    rather than a 500 and a narration that looks busy for minutes."""
     from .tasks import narrate_action
 
-    narrate_action.delay_on_commit(action.pk)
+    try:
+        narrate_action.delay(action_id)
+    except Exception:
+        log.exception("Could not queue the narration of action %s", action_id)
+        Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(
+            status=Action.Status.FAILED, error=BROKER_DOWN, heartbeat=None
+        )
 
 
 @transaction.atomic

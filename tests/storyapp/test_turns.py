@@ -140,3 +140,28 @@ def test_editing_a_failed_narration_makes_it_part_of_the_story(campaign, play, m
     assert narration.status == Action.Status.DONE and not narration.error
     player, _ = play("I walk on.")
     assert player.parent_id == narration.pk
+
+
+def test_a_turn_sent_while_the_broker_is_down_is_kept_and_fails_at_once_with_retry(
+    client, campaign, monkeypatch, django_capture_on_commit_callbacks
+):
+    from kombu.exceptions import OperationalError
+
+    from storyapp import tasks
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.narrate_action, "delay", refuse)
+    client.login(username="alice", password=PASSWORD)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "I light the lamp."})
+    assert page.status_code in (200, 302)
+    narration = Action.objects.get(campaign=campaign, kind=Action.Kind.AI)
+    assert narration.status == Action.Status.FAILED and "task queue" in narration.error
+    assert narration.parent.text == "I light the lamp."
+    monkeypatch.undo()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.turn_retry(campaign=campaign, now=timezone.now())
+    narration.refresh_from_db()
+    assert narration.status == Action.Status.DONE
