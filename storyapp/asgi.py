@@ -4,4 +4,9 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "storyapp.settings")
 
-application = get_asgi_application()
+# Django is set up first: the limits resolve paths with its URLconf.
+django_application = get_asgi_application()
+
+from storyapp.limits import BodyLimit  # noqa: E402
+
+application = BodyLimit(django_application)

@@ -231,4 +231,8 @@ KNOWLEDGE_MAX_REQUEST_BYTES = env_int(
 )
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# Every request body is bounded before Django reads it (storyapp/limits.py,
+# wrapped round the ASGI app): the upload views by KNOWLEDGE_MAX_REQUEST_BYTES,
+# everything else by this, a margin over the form data Django accepts.
+REQUEST_MAX_BODY_BYTES = env_int("LOREMASTER_MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE + 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FILES = KNOWLEDGE_MAX_FILES_PER_UPLOAD + 10
