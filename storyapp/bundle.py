@@ -17,8 +17,10 @@ yet (the derived worker embeds only the memories it makes).
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from django.db import transaction
 
@@ -400,10 +402,15 @@ def _source(item, index: int) -> dict:
     always = bool(_require(item, "always_include", bool, where, optional=True))
     if always and classification != "canon":
         raise BundleError(f"{where}: only Canon sources can be always included.")
+    # A path in the name is dropped, and the text goes through the library
+    # upload's checks (type, size, binary data), so a bundle cannot bring in
+    # what an upload could not.
+    filename = PurePath(_require(item, "filename", str, where).replace("\\", "/")).name
     text = _require(item, "text", str, where)
-    if not text.strip():
-        raise BundleError(f"{where}.text is empty.")
-    filename = _require(item, "filename", str, where)
+    try:
+        text = knowledge.source_text_from_upload(filename=filename, data=text.encode("utf-8"))
+    except knowledge.ImportRefused as exc:
+        raise BundleError(f"{where}: {exc}") from exc
     return {
         "title": _text(item, "title", where),
         "filename": filename,
@@ -413,6 +420,20 @@ def _source(item, index: int) -> dict:
         "enabled": _require(item, "enabled", bool, where, optional=True) is not False,
         "text": text,
     }
+
+
+def parse(raw: bytes | str, *, name: str) -> dict:
+    """The bundle file's JSON, or BundleError saying why it is not one
+    (undecodable, not JSON, or nested too deep to read)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{name} is not a JSON document ({exc}).") from exc
+    except RecursionError as exc:
+        raise BundleError(f"{name} is nested too deeply to be a campaign bundle.") from exc
 
 
 def import_bundle(bundle, *, owner) -> Campaign:

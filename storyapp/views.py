@@ -81,11 +81,7 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"{upload.name} is too large to be a campaign bundle.")
         return redirect("campaign_list")
     try:
-        data = json.loads(upload.read().decode("utf-8"))
-        campaign = bundle.import_and_queue(data, owner=request.user)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        messages.error(request, f"Nothing was imported: {upload.name} is not a JSON document ({exc}).")
-        return redirect("campaign_list")
+        campaign = bundle.import_and_queue(bundle.parse(upload.read(), name=upload.name), owner=request.user)
     except bundle.BundleError as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return redirect("campaign_list")

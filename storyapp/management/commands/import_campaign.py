@@ -1,5 +1,3 @@
-import json
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -21,14 +19,12 @@ class Command(BaseCommand):
         if reader is None:
             raise CommandError(f"No reader called “{owner}”.")
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            with open(path, "rb") as handle:
+                raw = handle.read()
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror}.") from exc
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CommandError(f"{path} is not a JSON document: {exc}.") from exc
         try:
-            campaign = bundle.import_and_index(data, owner=reader)
+            campaign = bundle.import_and_index(bundle.parse(raw, name=path), owner=reader)
         except bundle.BundleError as exc:
             raise CommandError(f"Nothing was imported: {exc}") from exc
         for source in campaign.sources.order_by("id"):
