@@ -7,6 +7,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "storyapp.settings")
 # Django is set up first: the limits resolve paths with its URLconf.
 django_application = get_asgi_application()
 
-from storyapp.limits import BodyLimit  # noqa: E402
+from storyapp.limits import BodyLimit
 
 application = BodyLimit(django_application)

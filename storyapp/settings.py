@@ -10,6 +10,8 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -48,7 +50,20 @@ def _local_secret_key() -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = env_str("SECRET_KEY") or _local_secret_key()
+DATABASE_URL = env_str("DATABASE_URL")
+# Hosted means a shared PostgreSQL database, so possibly several hosts whose
+# web and worker processes must all sign sessions and read API keys with one
+# key: a key each host made for itself in var/ breaks both. A sqlite:// URL
+# (the tests' live processes get one) is still one machine and one var/.
+HOSTED = bool(DATABASE_URL) and not DATABASE_URL.startswith("sqlite")
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY and HOSTED:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. With DATABASE_URL set (hosted mode) every web and worker process "
+        "must share one SECRET_KEY, or sessions break between hosts. Set it, e.g. to the output of "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+    )
+SECRET_KEY = SECRET_KEY or _local_secret_key()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -121,7 +136,6 @@ _SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 30,
 }
-DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     # No persistent connections: under ASGI each request and each stream
     # runs in its own thread, so a kept connection is one per thread, and
@@ -195,9 +209,24 @@ else:
     }
 
 # ---------------------------------------------------------------- Loremaster
-# Fernet key for API keys at rest. Defaults to one derived from SECRET_KEY so a
-# laptop run needs nothing; a hosted instance sets its own and keeps it stable.
+# Fernet keys for API keys at rest (storyapp/secrets_at_rest.py). New values
+# are written with LOREMASTER_ENCRYPTION_KEY; values written with any of
+# LOREMASTER_ENCRYPTION_OLD_KEYS, or with the key derived from SECRET_KEY
+# (the default when no key is set, so a laptop run needs nothing), still
+# read. `manage.py reencrypt_api_keys` rewrites them all with the new key.
 ENCRYPTION_KEY = env_str("LOREMASTER_ENCRYPTION_KEY")
+ENCRYPTION_OLD_KEYS = env_list("LOREMASTER_ENCRYPTION_OLD_KEYS", "")
+for _name, _key in [("LOREMASTER_ENCRYPTION_KEY", ENCRYPTION_KEY)] + [
+    ("LOREMASTER_ENCRYPTION_OLD_KEYS", key) for key in ENCRYPTION_OLD_KEYS
+]:
+    try:
+        if _key:
+            Fernet(_key.encode())
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{_name} holds a value that is not a Fernet key (32 url-safe base64-encoded bytes); make one with "
+            "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'."
+        ) from None
 
 # Hosts a model endpoint's base URL may point at (SSRF guard). `*.example.com`
 # matches subdomains; a `:port` suffix pins the port.
