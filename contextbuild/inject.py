@@ -158,16 +158,19 @@ def render(candidate: KnowledgeCandidate) -> str:
     The label makes a claim attributable to a file the reader imported and
     classified, and it is the same identification the inspector shows. The
     narrator-only marker sits on the passage itself, because a passage is read
-    where it sits, not where a preamble was.
+    where it sits, not where a preamble was. The imported parts are
+    neutralised (`rules.neutralise`, `rules.provenance_field`), so only the
+    app writes a provenance line or a marker: a file cannot.
     """
-    parts = [candidate.filename or candidate.title or "imported source"]
-    if candidate.heading_path:
-        parts.append(candidate.heading_path)
+    parts = [rules.provenance_field(candidate.filename or candidate.title) or "imported source"]
+    heading = rules.provenance_field(candidate.heading_path)
+    if heading:
+        parts.append(heading)
     parts.append(f"passage {candidate.chunk_index + 1}")
     label = " · ".join(parts)
     if candidate.visibility == HIDDEN:
         label = f"{label} {rules.HIDDEN_MARKER}"
-    return f"[{label}]\n{candidate.text}"
+    return f"[{label}]\n{rules.neutralise(candidate.text)}"
 
 
 def report(ready: Plan) -> dict:
@@ -225,12 +228,16 @@ def _fill(
 ) -> tuple[Section | None, tuple[Placement, ...], tuple[Placement, ...], int]:
     """Places ranked candidates under `cap`; returns (section, used, dropped, spent).
 
-    `spent` counts the framing line and a separator after every piece, so it
-    is what the section costs in the prompt including the blank line that
-    follows it; the section's own tokens are that minus the last separator.
+    The section is the framing line, then the passages, a blank line apart,
+    between PASSAGES_OPEN and PASSAGES_CLOSE on lines of their own. `spent`
+    counts that frame and a separator after every piece, so it is what the
+    section costs in the prompt including the blank line that follows it;
+    the section's own tokens are that minus the last separator.
     """
     separator = count_tokens(rules.SEPARATOR)
-    opening = count_tokens(framing) + separator
+    newline = count_tokens("\n")
+    head = f"{framing}\n{rules.PASSAGES_OPEN}"
+    opening = count_tokens(head) + newline + newline + count_tokens(rules.PASSAGES_CLOSE)
     used: list[Placement] = []
     dropped: list[Placement] = []
     spent = 0
@@ -245,5 +252,6 @@ def _fill(
         spent += cost
     if not used:
         return None, (), tuple(dropped), 0
-    text = rules.SEPARATOR.join([framing, *(p.rendered for p in used)])
+    passages = rules.SEPARATOR.join(p.rendered for p in used)
+    text = f"{head}\n{passages}\n{rules.PASSAGES_CLOSE}"
     return Section(label, text, spent - separator), tuple(used), tuple(dropped), spent

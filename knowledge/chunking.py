@@ -10,6 +10,11 @@ The rules, in the order they apply:
    start a section; every passage carries the trail of headings above it
    ("Westhaven > The Harbour > Tides"). A `#` line inside a fenced code block
    is not a heading. Plain text without headings is one untitled section.
+   The trail is stored with every passage and indexed with it, so what it
+   holds is bounded whatever the file: a heading is cut at HEADING_CHARS,
+   and a trail longer than TRAIL_CHARS keeps its nearest headings, with "…"
+   where the outer ones were (one long `#` over 500 short sections once
+   stored 25 MB for a 57 KB file).
 2. A section is cut into blocks at blank lines (paragraphs, lists, fenced
    code). Blocks are packed, in order, into passages of about `target`
    tokens and never more than `maximum`.
@@ -35,6 +40,13 @@ from dataclasses import dataclass
 TARGET_TOKENS = 280
 MAXIMUM_TOKENS = 400
 TRAIL_SEPARATOR = " > "
+#: A heading longer than this is cut, with "…" in place of the rest. Real
+#: headings are a few words; a whole paragraph after `#` is not one.
+HEADING_CHARS = 100
+#: What a passage's trail may hold: room for a few real headings. Twice a
+#: heading, so the nearest one always fits after a cut marker.
+TRAIL_CHARS = 2 * HEADING_CHARS
+ELLIPSIS = "…"
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -64,8 +76,24 @@ def chunk_text(
         raise ValueError("need 0 < target <= maximum")
     packer = _Packer(count=count, target=target, maximum=maximum)
     for trail, blocks in _sections(_normalise(text)):
-        packer.section(TRAIL_SEPARATOR.join(trail), blocks)
+        packer.section(_trail_text(trail), blocks)
     return packer.passages
+
+
+def _trail_text(trail: list[str]) -> str:
+    """The trail as stored: the nearest headings that fit in TRAIL_CHARS,
+    with "…" in place of the outer ones left out."""
+    joined = TRAIL_SEPARATOR.join(trail)
+    if len(joined) <= TRAIL_CHARS:
+        return joined
+    kept: list[str] = []
+    room = TRAIL_CHARS - len(ELLIPSIS)
+    for title in reversed(trail):
+        room -= len(TRAIL_SEPARATOR) + len(title)
+        if room < 0:
+            break
+        kept.insert(0, title)
+    return TRAIL_SEPARATOR.join([ELLIPSIS, *kept])
 
 
 def _normalise(text: str) -> str:
@@ -73,7 +101,10 @@ def _normalise(text: str) -> str:
 
 
 def _heading_text(raw: str | None) -> str:
-    return " ".join((raw or "").split())
+    title = " ".join((raw or "").split())
+    if len(title) <= HEADING_CHARS:
+        return title
+    return title[: HEADING_CHARS - len(ELLIPSIS)].rstrip() + ELLIPSIS
 
 
 def _sections(text: str):
