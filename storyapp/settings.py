@@ -37,7 +37,9 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 VAR_DIR = Path(env_str("LOREMASTER_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Only the account running the app reads var/: it holds the database, the
+# secret key and the broker's messages.
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def _local_secret_key() -> str:
@@ -45,8 +47,8 @@ def _local_secret_key() -> str:
     and its sessions survive a restart. Production sets SECRET_KEY."""
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
@@ -98,6 +100,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "storyapp.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -142,10 +145,18 @@ if DATABASE_URL:
     # 20 readers held PostgreSQL at its limit of 100 ("too many clients").
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
+    # SQLite would create the file readable by everyone under the usual
+    # umask (and its -wal and -shm files take the database's mode): it holds
+    # the stories, the lore and the password hashes, so it is made 0600 first.
+    _SQLITE_PATH = VAR_DIR / "loremaster.sqlite3"
+    if not _SQLITE_PATH.exists():
+        os.close(os.open(_SQLITE_PATH, os.O_WRONLY | os.O_CREAT, 0o600))
+    elif _SQLITE_PATH.stat().st_mode & 0o077:
+        _SQLITE_PATH.chmod(0o600)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "loremaster.sqlite3",
+            "NAME": _SQLITE_PATH,
             "OPTIONS": _SQLITE_OPTIONS,
             # A file, not the in-memory default, so a test can run a real
             # worker or web server process against the test database.
@@ -182,6 +193,15 @@ STORAGES = {
 # Serve straight from STATICFILES_DIRS when collectstatic has not run (the
 # laptop case); a hosted deploy runs collectstatic and serves the compressed copies.
 WHITENOISE_USE_FINDERS = True
+
+# The cache counts failed log-ins (storyapp/limits.py), so every web process
+# must see the same one: Redis when hosted, files in var/ on a laptop.
+if env_str("REDIS_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": env_str("REDIS_URL"), "KEY_PREFIX": "loremaster"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache")}}
 
 # ---------------------------------------------------------------- Celery
 REDIS_URL = env_str("REDIS_URL")

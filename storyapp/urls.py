@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from . import views
+from .limits import ThrottledAuthenticationForm
 
 campaign_patterns = [
     path("", views.campaign_play, name="campaign_play"),
@@ -32,7 +33,8 @@ campaign_patterns = [
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="campaign_list", permanent=False)),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
+         name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("campaigns/", views.campaign_list, name="campaign_list"),

@@ -528,6 +528,7 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
     return render(request, template, context)
 
 
+@login_required
 def connect_model(request: HttpRequest) -> HttpResponse:
     """How to connect a real model; linked from every scripted demo narration."""
     return render(request, "storyapp/connect_model.html", {"admin_url": reverse("admin:storyapp_endpointprofile_changelist")})

@@ -72,6 +72,18 @@
     announce = null;
   });
 
+  // The Story state panel loads when opened, and again after each story swap
+  // while it is open. In code, not in hx-trigger filters: htmx would have to
+  // evaluate those, and allowEval is off. `toggle` does not bubble, hence capture.
+  const statePanel = () => document.getElementById("state-panel");
+  document.addEventListener("toggle", (event) => {
+    if (event.target === statePanel() && event.target.open) htmx.trigger(event.target, "state-refresh");
+  }, true);
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const panel = statePanel();
+    if (panel && panel.open && swappedStory(event)) htmx.trigger(panel, "state-refresh");
+  });
+
   // Context opens the inspector under its narration, and a second press closes it.
   document.addEventListener("htmx:beforeRequest", (event) => {
     const link = event.detail.elt;
