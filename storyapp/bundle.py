@@ -429,7 +429,7 @@ def parse(raw: bytes | str, *, name: str) -> dict:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         return json.loads(text)
     except UnicodeDecodeError as exc:
-        raise BundleError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
+        raise BundleError(f"{name} is not a JSON document: it is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
     except json.JSONDecodeError as exc:
         raise BundleError(f"{name} is not a JSON document ({exc}).") from exc
     except RecursionError as exc:
