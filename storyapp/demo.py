@@ -162,7 +162,9 @@ def ensure_campaign(username: str) -> Campaign:
 def procfile(*, web_port: int, demo_port: int | None, python: str) -> str:
     lines = [
         f"web: {python} -m uvicorn storyapp.asgi:application --host 127.0.0.1 --port {web_port}",
-        f"worker: {python} -m celery -A storyapp worker --loglevel=INFO --concurrency=2",
+        f"worker: {python} -m celery -A storyapp worker --queues=celery --loglevel=INFO --concurrency=2",
+        f"narrator: {python} -m celery -A storyapp worker --queues=narration --pool=threads --concurrency=4 "
+        "--hostname=narrator@%h --loglevel=INFO",
     ]
     if demo_port is not None:
         lines.append(f"demomodel: {python} manage.py serve_demo_model --port {demo_port}")

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
@@ -78,6 +79,22 @@ def _refuse_while_narrating(head: Action | None) -> None:
         raise TurnRefused("The narrator is still writing. Wait for it to finish or press Stop.")
 
 
+def _refuse_over_reader_cap(campaign: Campaign) -> None:
+    """One reader's narrations in flight, over all their campaigns, are
+    capped, so one reader's tabs cannot fill the narration workers that the
+    other readers of the instance share."""
+    cap = settings.LOREMASTER_NARRATIONS_PER_READER
+    busy = Action.objects.filter(
+        campaign__owner_id=campaign.owner_id, kind=Action.Kind.AI,
+        status__in=[Action.Status.PENDING, Action.Status.STREAMING],
+    ).count()
+    if busy >= cap:
+        raise TurnRefused(
+            f"You already have {busy} narration{'s' if busy != 1 else ''} being written in your other stories. "
+            "Wait for one to finish, then send this turn again."
+        )
+
+
 #: What a reader is told when the narration could not be handed to a worker.
 BROKER_DOWN = (
     "The narration could not be started: the task queue (Redis) did not answer. Your action is kept; "
@@ -131,6 +148,7 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     campaign = _locked(campaign)
     head = _head(campaign)
     _refuse_while_narrating(head)
+    _refuse_over_reader_cap(campaign)
     text = text.strip()
     player = None
     parent = head
@@ -214,6 +232,7 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
     if head is None:
         raise TurnRefused("There is nothing to retry yet. Write the first action.")
     _refuse_while_narrating(head)
+    _refuse_over_reader_cap(campaign)
     if head.kind == Action.Kind.AI and head.status in {Action.Status.FAILED, Action.Status.STOPPED}:
         head.text, head.error, head.status, head.stop_requested = "", "", Action.Status.PENDING, False
         head.token_count, head.heartbeat = 0, now

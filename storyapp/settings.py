@@ -206,6 +206,13 @@ else:
 # ---------------------------------------------------------------- Celery
 REDIS_URL = env_str("REDIS_URL")
 CELERY_TASK_ACKS_LATE = True
+#: Narrations have a queue of their own, served by a thread pool (they wait
+#: on the model, not the CPU), so an import or a summary never holds a
+#: reader's turn behind it; everything else stays on the default queue.
+NARRATION_QUEUE = "narration"
+#: A reader's narrations in flight at once, over all their campaigns.
+LOREMASTER_NARRATIONS_PER_READER = env_int("LOREMASTER_NARRATIONS_PER_READER", 2)
+CELERY_TASK_ROUTES = {"storyapp.tasks.narrate_action": {"queue": NARRATION_QUEUE}}
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True

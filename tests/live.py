@@ -75,7 +75,8 @@ def web_server():
 
 @contextmanager
 def worker():
-    with process("-m", "celery", "-A", "storyapp", "worker", "--pool=solo", "--loglevel=WARNING",
+    with process("-m", "celery", "-A", "storyapp", "worker", "--pool=solo", "--queues=celery,narration",
+                 "--loglevel=WARNING",
                  "--without-mingle", "--without-gossip") as proc:
         yield proc
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from storyapp import lineage, services
 from storyapp.models import Action
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import PASSWORD, CampaignFactory, UserFactory
 
 
 @pytest.fixture
@@ -165,3 +165,18 @@ def test_a_turn_sent_while_the_broker_is_down_is_kept_and_fails_at_once_with_ret
         services.turn_retry(campaign=campaign, now=timezone.now())
     narration.refresh_from_db()
     assert narration.status == Action.Status.DONE
+
+
+def test_one_reader_cannot_hold_more_narrations_than_the_cap(alice, endpoint, settings, monkeypatch):
+    from storyapp import tasks
+
+    monkeypatch.setattr(tasks.narrate_action, "delay", lambda action_id: None)  # they stay pending
+    settings.LOREMASTER_NARRATIONS_PER_READER = 2
+    stories = [CampaignFactory(owner=alice, endpoint=endpoint) for _ in range(3)]
+    services.turn_submit(campaign=stories[0], text="One.", now=timezone.now())
+    services.turn_submit(campaign=stories[1], text="Two.", now=timezone.now())
+    with pytest.raises(services.TurnRefused, match="already have 2 narrations"):
+        services.turn_submit(campaign=stories[2], text="Three.", now=timezone.now())
+    assert not Action.objects.filter(campaign=stories[2]).exists(), "a refused turn writes nothing"
+    other = CampaignFactory(owner=UserFactory(username="bea"), endpoint=endpoint)
+    services.turn_submit(campaign=other, text="Mine.", now=timezone.now())
