@@ -171,7 +171,7 @@ def _unusable(profile: EndpointProfile, why: str) -> EmbeddingFailed:
 
 
 def _where(profile: EndpointProfile) -> str:
-    return f"model endpoint “{profile.name}” ({profile.base_url})"
+    return f"model endpoint “{profile.name}”"
 
 
 def _translate(exc: openai.OpenAIError, profile: EndpointProfile) -> Exception:

@@ -123,7 +123,9 @@ def close_clients() -> None:
 def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = None) -> str:
     """The failure in the reader's words. `model` names the model the call
     asked for, when it was not the chat model (an embedding call)."""
-    where = f"the model endpoint “{profile.name}” ({profile.base_url})"
+    # The profile's name, not its URL: readers see these messages, and an
+    # internal address is the operators' business (the admin shows it).
+    where = f"the model endpoint “{profile.name}”"
     kind = "embedding model" if model else "model"
     model = model or profile.chat_model
     if isinstance(exc, openai.APITimeoutError):
@@ -187,10 +189,16 @@ def _ended_early(profile: EndpointProfile) -> str:
     )
 
 
+#: The most of a server's own error text a reader is shown: enough for
+#: "maximum context length is 2048 tokens", not a stack trace.
+UPSTREAM_TEXT = 160
+
+
 def _message(exc: openai.APIStatusError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else body
-    return str(error.get("message") or exc.message)[:300]
+    text = " ".join(str(error.get("message") or exc.message).split())
+    return text if len(text) <= UPSTREAM_TEXT else text[: UPSTREAM_TEXT - 1] + "…"
 
 
 @dataclass

@@ -1,5 +1,7 @@
-"""Model endpoints never follow a redirect: the allowlist checks the base URL
-only, so a 307 from an allowed server must not carry the prompt elsewhere."""
+"""What passes through a model endpoint: no redirect is followed (the
+allowlist checks only the base URL, so a 307 must not carry the prompt
+elsewhere), and a reader's failure message names the profile, not its
+address, with at most a line of the server's own text."""
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,3 +46,16 @@ def test_a_redirecting_endpoint_gets_no_prompt_through(alice, model, redirector,
     assert narration.status == Action.Status.FAILED
     assert "redirect (307)" in narration.error and "never follows" in narration.error
     assert not [r for r in model.requests() if r["path"].endswith("/chat/completions")], "the prompt was not carried"
+
+
+def test_a_failure_shows_the_reader_neither_the_endpoint_address_nor_a_wall_of_upstream_text(
+    alice, endpoint, model, django_capture_on_commit_callbacks
+):
+    model.script({"status": 400, "message": "Internal detail: " + "stack frame\n" * 200})
+    campaign = CampaignFactory(owner=alice, endpoint=endpoint)
+    with django_capture_on_commit_callbacks(execute=True):
+        _, narration = services.turn_submit(campaign=campaign, text="I wait.", now=timezone.now())
+    narration.refresh_from_db()
+    assert narration.status == Action.Status.FAILED and endpoint.name in narration.error
+    assert endpoint.base_url not in narration.error and "127.0.0.1" not in narration.error
+    assert "Internal detail" in narration.error and len(narration.error) < 400 and "\n" not in narration.error
