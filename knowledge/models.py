@@ -200,6 +200,9 @@ class WorkerHeartbeat(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     seen = models.DateTimeField()
+    #: The queues the worker consumes, comma-separated: readiness needs a
+    #: live worker on each (narrations have a queue of their own).
+    queues = models.CharField(max_length=200, blank=True)
 
     def __str__(self) -> str:
         return self.name

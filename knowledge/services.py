@@ -24,7 +24,7 @@ import re
 import socket
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import PurePath
@@ -672,8 +672,8 @@ def embeddings_refresh_for_profile(*, profile_id: int) -> list[IndexJob]:
     return embeddings_refresh(campaign_ids=list(campaign_ids))
 
 
-def worker_heartbeat(*, name: str, now: datetime) -> None:
-    WorkerHeartbeat.objects.update_or_create(name=name[:200], defaults={"seen": now})
+def worker_heartbeat(*, name: str, now: datetime, queues: Sequence[str] = ()) -> None:
+    WorkerHeartbeat.objects.update_or_create(name=name[:200], defaults={"seen": now, "queues": ",".join(queues)[:200]})
 
 
 def worker_gone(*, name: str) -> None:

@@ -66,7 +66,8 @@ def _worker_ready(sender=None, **kwargs) -> None:
     except Exception:
         log.exception("Could not requeue orphaned index jobs")
     _stop.clear()
-    threading.Thread(target=_heartbeat_forever, args=(name,), name="knowledge-heartbeat", daemon=True).start()
+    queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", None) or [])
+    threading.Thread(target=_heartbeat_forever, args=(name, queues), name="knowledge-heartbeat", daemon=True).start()
 
 
 def _worker_shutdown(sender=None, **kwargs) -> None:
@@ -79,14 +80,14 @@ def _worker_shutdown(sender=None, **kwargs) -> None:
         log.exception("Could not remove the worker heartbeat")
 
 
-def _heartbeat_forever(name: str) -> None:
+def _heartbeat_forever(name: str, queues: list[str]) -> None:
     from . import services
 
     beats = 0
     while not _stop.is_set():
         close_old_connections()
         try:
-            services.worker_heartbeat(name=name, now=timezone.now())
+            services.worker_heartbeat(name=name, now=timezone.now(), queues=queues)
             if beats % RECOVER_EVERY == RECOVER_EVERY - 1:
                 services.jobs_recover(now=timezone.now())
         except Exception:

@@ -22,6 +22,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from storyapp.access import campaign_for
+from storyapp import health
 from storyapp import selectors as story_selectors
 from storyapp.models import Campaign
 
@@ -238,6 +239,7 @@ def job_monitor(request: HttpRequest) -> HttpResponse:
         "stale_after": services.STALE_AFTER,
         "narrations": story_selectors.monitor_narrations(),
         "derived_jobs": story_selectors.monitor_derived(),
+        "readiness": health.readiness(now=timezone.now()),
     }
     template = "knowledge/job_monitor.html"
     if request.htmx:

@@ -43,4 +43,6 @@ urlpatterns = [
     path("campaigns/<int:pk>/", include(campaign_patterns)),
     path("", include("knowledge.urls")),
     path("models/", views.connect_model, name="connect_model"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
 ]

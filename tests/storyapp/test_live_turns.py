@@ -105,3 +105,13 @@ def test_twenty_readers_follow_one_narration_at_once(stack, model):
     texts = asyncio.run(everyone())
     stored = Action.objects.get(campaign=campaign, kind=Action.Kind.AI).text
     assert texts == [stored] * 20
+
+
+def test_a_real_worker_reports_its_queues_and_the_instance_becomes_ready(stack):
+    from knowledge.models import WorkerHeartbeat
+
+    base, _ = stack
+    beat = live.wait_for(lambda: WorkerHeartbeat.objects.exclude(queues="").first(), timeout=30)
+    assert set(beat.queues.split(",")) == {"celery", "narration"}
+    response = httpx.get(f"{base}/readyz", timeout=10)
+    assert response.status_code == 200, response.text

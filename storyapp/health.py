@@ -1,0 +1,80 @@
+"""Whether this instance can serve readers: the facts behind /readyz and the
+operators' monitor. Each check is cheap and bounded in time, so a load
+balancer may ask every few seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+
+#: A worker that has not beaten for this long is taken to be dead (it beats
+#: every 10 s; knowledge.signals).
+WORKER_ALIVE_WITHIN = timedelta(seconds=45)
+#: The queues a worker must be serving: the default one (indexing,
+#: summaries, memories) and the narrations'.
+QUEUES = ("celery", settings.NARRATION_QUEUE)
+BROKER_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_record(self) -> dict:
+        return {"ok": self.ok, "detail": self.detail}
+
+
+def database() -> Check:
+    try:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return Check("database", True, connections[DEFAULT_DB_ALIAS].vendor)
+    except Exception as exc:
+        return Check("database", False, f"{type(exc).__name__}: {exc}"[:200])
+
+
+def migrations() -> Check:
+    try:
+        executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:
+        return Check("migrations", False, f"{type(exc).__name__}: {exc}"[:200])
+    if pending:
+        return Check("migrations", False, f"{len(pending)} not applied: run manage.py migrate")
+    return Check("migrations", True, "all applied")
+
+
+def broker() -> Check:
+    from .celery import app
+
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT)
+        return Check("broker", True, app.conf.broker_url.split("://", 1)[0])
+    except Exception as exc:
+        return Check("broker", False, f"{type(exc).__name__}: {exc}"[:200])
+
+
+def workers(*, now: datetime) -> Check:
+    """At least one live worker on each queue."""
+    from knowledge.models import WorkerHeartbeat
+
+    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("queues", flat=True)
+    served = {queue for queues in live for queue in queues.split(",") if queue}
+    missing = [queue for queue in QUEUES if queue not in served]
+    if missing:
+        return Check("workers", False, "no live worker on the queue " + ", ".join(missing))
+    return Check("workers", True, f"{len(live)} live worker{'s' if len(live) != 1 else ''}")
+
+
+def readiness(*, now: datetime) -> list[Check]:
+    checks = [database()]
+    if checks[0].ok:
+        checks += [migrations(), workers(now=now)]
+    return [*checks, broker()]
