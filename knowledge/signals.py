@@ -80,6 +80,17 @@ def _worker_shutdown(sender=None, **kwargs) -> None:
         log.exception("Could not remove the worker heartbeat")
 
 
+def _sweep_story_work() -> None:
+    """Narrations, summaries and memories whose broker message was lost or
+    whose worker died are sent again from here, so nothing waits for a
+    reader to reload a page (which no longer writes on GET)."""
+    from storyapp import derived, narration
+
+    with transaction.atomic():
+        narration.recover_stale(now=timezone.now())
+        derived.resend_stale()
+
+
 def _heartbeat_forever(name: str, queues: list[str]) -> None:
     from . import services
 
@@ -90,6 +101,7 @@ def _heartbeat_forever(name: str, queues: list[str]) -> None:
             services.worker_heartbeat(name=name, now=timezone.now(), queues=queues)
             if beats % RECOVER_EVERY == RECOVER_EVERY - 1:
                 services.jobs_recover(now=timezone.now())
+                _sweep_story_work()
         except Exception:
             log.exception("Worker heartbeat failed")
         finally:

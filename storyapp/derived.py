@@ -160,10 +160,14 @@ def after_narration(action_id: int) -> None:
         resend_stale(action.campaign_id)
 
 
-def resend_stale(campaign_id: int) -> None:
-    """Sends this story's stale jobs again: each turn sweeps, so work whose
-    message was lost is done by the next turn after STALE_AFTER."""
-    for job_id in DerivedJob.objects.filter(_stale(), campaign_id=campaign_id).values_list("pk", flat=True)[:20]:
+def resend_stale(campaign_id: int | None = None) -> None:
+    """Sends stale jobs again, of one story (each of its turns sweeps) or of
+    all (the workers' background sweep), so work whose message was lost is
+    done soon after STALE_AFTER."""
+    stale = DerivedJob.objects.filter(_stale())
+    if campaign_id is not None:
+        stale = stale.filter(campaign_id=campaign_id)
+    for job_id in stale.values_list("pk", flat=True)[:100]:
         _set(job_id, state=DerivedJob.State.QUEUED)
         _send(job_id)
 

@@ -36,16 +36,19 @@ STALE_AFTER = Action.STALE_AFTER
 FLUSH_SECONDS = 0.15
 
 
-def recover_stale(campaign_id: int, *, now: datetime) -> int:
+def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
     """Queues again the narrations whose worker died mid-way, or that no
-    worker has picked up for a while (a lost broker message). The claim in
-    `narrate` makes a needless re-queue harmless. Returns how many."""
+    worker has picked up for a while (a lost broker message), in one
+    campaign or (None) in all. The claim in `narrate` makes a needless
+    re-queue harmless. Returns how many."""
     stuck = Action.objects.filter(
         Q(status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER)
         | Q(status=Action.Status.PENDING, heartbeat__lt=now - STALE_AFTER),
-        campaign_id=campaign_id,
         stop_requested=False,
-    ).values_list("pk", flat=True)
+    )
+    if campaign_id is not None:
+        stuck = stuck.filter(campaign_id=campaign_id)
+    stuck = stuck.values_list("pk", flat=True)
     from .tasks import narrate_action
 
     count = 0

@@ -25,7 +25,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import bundle, health, inspector, lineage, narration, selectors, services, storyexport
+from . import bundle, health, inspector, lineage, selectors, services, storyexport
 from .access import action_for, campaign_for
 from .forms import (
     ActionEditForm,
@@ -283,7 +283,6 @@ def _story_context(campaign: Campaign) -> dict:
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = campaign_for(request, pk)
-    narration.recover_stale(campaign.pk, now=timezone.now())
     context = _story_context(campaign)
     context["turn_form"] = TurnForm()
     context["turn_text"] = request.session.pop(RESTORED_TURN_KEY, "")

@@ -117,3 +117,20 @@ def test_an_unexpected_error_fails_the_narration_instead_of_leaving_it_busy(camp
         _, action = services.turn_submit(campaign=campaign, text="Knock.", now=timezone.now())
     action.refresh_from_db()
     assert action.status == Action.Status.FAILED and "Retry" in action.error
+
+
+def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaign, model, client):
+    from knowledge import signals
+
+    action = ActionFactory(
+        campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
+        heartbeat=timezone.now() - timedelta(minutes=5),
+    )
+    client.login(username="alice", password=PASSWORD)
+    client.get(reverse("campaign_play", args=[campaign.pk]))
+    action.refresh_from_db()
+    assert action.status == Action.Status.PENDING, "the play page does not write on GET"
+    model.script({"reply": "Found again."})
+    signals._sweep_story_work()
+    action.refresh_from_db()
+    assert action.status == Action.Status.DONE and action.text == "Found again."
