@@ -89,27 +89,25 @@ def library_upload(request: HttpRequest, pk: int) -> HttpResponse:
         ])
     handler = LimitedUploadHandler(request, limit=settings.KNOWLEDGE_MAX_UPLOAD_BYTES)
     request.upload_handlers.insert(0, handler)
-    return _library_upload(request, campaign, handler)
+    try:
+        return _library_upload(request, campaign, handler)
+    except (TooManyFilesSent, RequestDataTooBig):
+        # Raised while the CSRF check parses the body, before the view's own
+        # handling: the friendly refusal, not a bare 400 (nothing is written).
+        return _too_many_files(request, campaign)
 
 
 @csrf_protect
 def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUploadHandler) -> HttpResponse:
     limit = services.human_size(settings.KNOWLEDGE_MAX_UPLOAD_BYTES)
-    try:
-        uploads = request.FILES.getlist("files")
-    except (TooManyFilesSent, RequestDataTooBig):
-        return _upload_response(request, campaign, refused=[
-            f"Upload at most {settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD} files at a time."
-        ])
+    uploads = request.FILES.getlist("files")
     refused = [f"{name}: the file is over the {limit} limit." for name in handler.too_large]
     form = UploadOptionsForm(request.POST)
     if not form.is_valid():
         errors = [str(e) for field_errors in form.errors.values() for e in field_errors]
         return _upload_response(request, campaign, refused=errors)
     if len(uploads) > settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD:
-        return _upload_response(request, campaign, refused=[
-            f"Upload at most {settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD} files at a time."
-        ])
+        return _too_many_files(request, campaign)
     if not uploads and not refused:
         return _upload_response(request, campaign, refused=["Choose one or more files to upload."])
     result = services.sources_import(
@@ -122,6 +120,12 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
     return _upload_response(
         request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused
     )
+
+
+def _too_many_files(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    return _upload_response(request, campaign, refused=[
+        f"Upload at most {settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD} files at a time."
+    ])
 
 
 def _upload_response(request, campaign, *, created=(), duplicates=(), refused=()) -> HttpResponse:

@@ -219,3 +219,19 @@ def test_an_outsider_cannot_upload_into_anothers_library(client, bob, campaign):
     client.login(username="bob", password=PASSWORD)
     response = post_files(client, campaign, md("a.md", LORE))
     assert response.status_code == 404 and not KnowledgeSource.objects.exists()
+
+
+def test_more_files_than_django_parses_get_the_same_friendly_refusal(alice, campaign, settings):
+    from django.test import Client
+
+    settings.KNOWLEDGE_MAX_FILES_PER_UPLOAD = 2
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
+    # With the CSRF check enforced, as in a browser: it parses the body first.
+    browser = Client(enforce_csrf_checks=True)
+    browser.login(username="alice", password=PASSWORD)
+    browser.get(reverse("library", kwargs={"pk": campaign.pk}))
+    response = post_files(browser, campaign, *[md(f"{n}.md", f"Lore {n}.") for n in range(5)],
+                          csrfmiddlewaretoken=browser.cookies["csrftoken"].value)
+    assert response.status_code == 200
+    assert "Upload at most 2 files at a time." in response.content.decode()
+    assert not KnowledgeSource.objects.exists()
