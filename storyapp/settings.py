@@ -99,6 +99,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "storyapp.logs.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "storyapp.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -261,16 +262,23 @@ ENDPOINT_ALLOWLIST = env_list(
     "LOREMASTER_ENDPOINT_ALLOWLIST", "127.0.0.1,localhost,[::1],api.openai.com"
 )
 
+#: One JSON line per log record (storyapp.logs) when hosted, where logs are
+#: read by machines; plain text on a laptop. LOREMASTER_LOG_FORMAT overrides.
+LOG_FORMAT = env_str("LOREMASTER_LOG_FORMAT") or ("json" if DATABASE_URL else "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "storyapp.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", **({"formatter": "json"} if LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # The openai client logs request options at DEBUG, headers included.
         "openai": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # A line per request and per task is for machines; in plain text it is noise.
+        "loremaster.request": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"},
+        "loremaster.task": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"},
     },
 }
 
