@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_embedded_database_and_var_are_the_owners_alone(tmp_path):
     var = tmp_path / "var"
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}}
     env.update(LOREMASTER_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="storyapp.settings")
     code = "import django; django.setup(); from django.db import connection; connection.ensure_connection()"
     subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, umask=0o022)
