@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from storyapp.access import campaign_for
-from storyapp import health
+from storyapp import health, narration
 from storyapp import selectors as story_selectors
 from storyapp.models import Campaign
 
@@ -276,4 +276,24 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
         messages.success(request, f"Cancelled job #{job.pk}.")
     else:
         messages.error(request, f"Job #{job.pk} had already finished.")
+    return _back_to_monitor(request)
+
+
+@staff_required
+@require_POST
+def narration_requeue(request: HttpRequest, action_id: int) -> HttpResponse:
+    if narration.operator_requeue(action_id, now=timezone.now()):
+        messages.success(request, f"Sent narration #{action_id} to a worker again.")
+    else:
+        messages.error(request, f"Narration #{action_id} had already finished.")
+    return _back_to_monitor(request)
+
+
+@staff_required
+@require_POST
+def narration_fail(request: HttpRequest, action_id: int) -> HttpResponse:
+    if narration.operator_fail(action_id):
+        messages.success(request, f"Ended narration #{action_id} as failed; its reader can retry.")
+    else:
+        messages.error(request, f"Narration #{action_id} had already finished.")
     return _back_to_monitor(request)

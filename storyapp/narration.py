@@ -61,6 +61,31 @@ def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
     return count
 
 
+#: What the reader sees on a narration an operator ended from the monitor.
+ENDED_BY_OPERATOR = "An operator ended this narration because it was stuck. Your action is kept; press Retry."
+
+
+def operator_requeue(action_id: int, *, now: datetime) -> bool:
+    """Sends a stuck narration to a worker again (the monitor's Requeue):
+    it is pending once more, with a fresh heartbeat, and its text restarts."""
+    from .tasks import narrate_action
+
+    moved = Action.objects.filter(
+        pk=action_id, kind=Action.Kind.AI, status__in=[Action.Status.PENDING, Action.Status.STREAMING]
+    ).update(status=Action.Status.PENDING, heartbeat=now, stop_requested=False)
+    if moved:
+        transaction.on_commit(lambda: narrate_action.delay(action_id), robust=True)
+    return bool(moved)
+
+
+def operator_fail(action_id: int) -> bool:
+    """Ends a stuck narration as failed (the monitor's Fail): the reader's
+    page settles at once, with Retry."""
+    return bool(Action.objects.filter(
+        pk=action_id, kind=Action.Kind.AI, status__in=[Action.Status.PENDING, Action.Status.STREAMING]
+    ).update(status=Action.Status.FAILED, error=ENDED_BY_OPERATOR, heartbeat=None, stop_requested=True))
+
+
 def claim(action_id: int, *, now: datetime) -> Action | None:
     """Takes the action for this worker, or None if it is not ours to narrate.
 

@@ -84,3 +84,29 @@ def test_the_admin_reindexes_selected_sources(operator, campaign, library, djang
         operator.post(reverse("admin:knowledge_knowledgesource_changelist"),
                       {"action": "reindex_sources", "_selected_action": [source.pk]})
     assert source.jobs.filter(state=IndexJob.State.DONE).count() == 2
+
+
+def test_a_stuck_narration_can_be_requeued_or_failed_from_the_monitor(operator, client, alice, endpoint, model,
+                                                                      django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from storyapp.models import Action
+    from tests.factories import ActionFactory, CampaignFactory
+
+    story = CampaignFactory(owner=alice, endpoint=endpoint)
+    stale = timezone.now() - timedelta(minutes=10)
+    stuck = ActionFactory(campaign=story, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING, heartbeat=stale)
+    lost = ActionFactory(campaign=story, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, heartbeat=stale)
+    page = operator.get(reverse("job_monitor")).content.decode()
+    assert reverse("narration_requeue", args=[stuck.pk]) in page and reverse("narration_fail", args=[lost.pk]) in page
+    model.script({"reply": "Written at last."})
+    with django_capture_on_commit_callbacks(execute=True):
+        operator.post(reverse("narration_requeue", args=[stuck.pk]))
+    operator.post(reverse("narration_fail", args=[lost.pk]))
+    stuck.refresh_from_db()
+    lost.refresh_from_db()
+    assert stuck.status == Action.Status.DONE and stuck.text == "Written at last."
+    assert lost.status == Action.Status.FAILED and "operator ended" in lost.error
+    client.logout()
+    client.login(username="alice", password=PASSWORD)
+    assert client.post(reverse("narration_fail", args=[stuck.pk])).status_code == 404, "staff only"
