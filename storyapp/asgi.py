@@ -8,5 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "storyapp.settings")
 django_application = get_asgi_application()
 
 from storyapp.limits import BodyLimit
+from storyapp.logs import RequestLog
 
-application = BodyLimit(django_application)
+application = RequestLog(BodyLimit(django_application))

@@ -1,7 +1,7 @@
 """Structured logs: one JSON line per request and per Celery task.
 
-An operator of a shared instance asks "whose turn was slow, which job
-failed": each line carries the reader, the campaign, the job and the
+An operator of a shared instance asks "which turn was slow, which job
+failed": each line carries the campaign, the action or job and the
 duration. Nothing here logs a prompt, a narration or a header, so an API
 key or a story never reaches the log at INFO.
 """
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from datetime import UTC, datetime
-
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 requests = logging.getLogger("loremaster.request")
 tasks = logging.getLogger("loremaster.task")
@@ -40,47 +39,41 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
-def _fields(request, response, started: float) -> dict:
-    match = getattr(request, "resolver_match", None)
-    kwargs = match.kwargs if match is not None else {}
-    user = getattr(request, "user", None)
-    return {
-        "method": request.method,
-        "path": request.path,
-        "status": getattr(response, "status_code", None),
-        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
-        "reader": user.pk if user is not None and user.is_authenticated else None,
-        "campaign": kwargs.get("pk"),
-        "action": kwargs.get("action_id"),
-        "view": match.view_name if match is not None else None,
-    }
+_IDS = re.compile(r"^/campaigns/(?P<campaign>\d+)/(?:actions/(?P<action>\d+)/)?")
 
 
-class RequestLogMiddleware:
-    """Logs each request once its response is ready (a stream's start, not
-    its end: a narration stream lasts as long as the narration)."""
+class RequestLog:
+    """ASGI middleware: one line per request when its response starts (a
+    stream's start, not its end: a narration stream lasts as long as the
+    narration), with the campaign and action its path names.
 
-    sync_capable = True
-    async_capable = True
+    It sits outside Django, as the body limit does, so it times the whole
+    request and needs nothing of Django's sync/async adaptation.
+    """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
+    def __init__(self, app):
+        self.app = app
 
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._async(request)
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not requests.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
         started = time.perf_counter()
-        response = self.get_response(request)
-        requests.info("request", extra=_fields(request, response, started))
-        return response
 
-    async def _async(self, request):
-        started = time.perf_counter()
-        response = await self.get_response(request)
-        requests.info("request", extra=_fields(request, response, started))
-        return response
+        async def logged(message) -> None:
+            if message["type"] == "http.response.start":
+                ids = _IDS.match(scope["path"])
+                requests.info("request", extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": message["status"],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "campaign": int(ids["campaign"]) if ids else None,
+                    "action": int(ids["action"]) if ids and ids["action"] else None,
+                })
+            await send(message)
+
+        await self.app(scope, receive, logged)
 
 
 _task_started: dict[str, float] = {}

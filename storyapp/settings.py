@@ -99,7 +99,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "storyapp.logs.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "storyapp.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -14,6 +14,18 @@ def celery_eager():
     celery_app.conf.task_always_eager = False
 
 
+@pytest.fixture(autouse=True)
+def fresh_login_throttle():
+    """Failed log-ins are counted in the cache, which the live servers share
+    on disk (var/cache): a test's wrong passwords must not lock the next
+    test's reader out."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def alice(db):
     from tests.factories import UserFactory

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,21 +41,24 @@ def free_port() -> int:
 
 @contextmanager
 def process(*args: str, ready=None, timeout: float = 30):
-    proc = subprocess.Popen(
-        [sys.executable, *args], cwd=ROOT, env=environment(),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    try:
-        deadline = time.monotonic() + timeout
-        while ready is not None and not ready():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                output = proc.stdout.read() if proc.poll() is not None else ""
-                raise RuntimeError(f"{args[:3]} did not start: {output[-2000:]}")
-            time.sleep(0.2)
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    """The process, its output going to a file: a pipe nobody reads fills up
+    (64 KB) and then blocks the process on its next log line, which is how
+    a server logging a line per request stalled the browser tests."""
+    with tempfile.TemporaryFile(mode="w+") as output:
+        proc = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=environment(), stdout=output, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while ready is not None and not ready():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    output.seek(0)
+                    raise RuntimeError(f"{args[:3]} did not start: {output.read()[-2000:]}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 @contextmanager
