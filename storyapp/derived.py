@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from contextbuild import memories as recorded_memories
 from contextbuild import records, summaries
+from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
 
 from . import lineage, modelclient
@@ -340,8 +341,7 @@ def _capacity(profile, campaign: Campaign) -> int:
     from .prompting import effective_budget
 
     budget = effective_budget(profile, campaign)
-    ratio = max(profile.token_ratio or 1.08, 1.0) + 0.03
-    return int((budget - _reply_tokens(profile, campaign)) / ratio)
+    return int((budget - _reply_tokens(profile, campaign)) / token_scale(profile.token_ratio))
 
 
 def _summarize(job: DerivedJob) -> None:

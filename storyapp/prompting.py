@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from contextbuild import records, summaries
+from contextbuild.builder import effective_budget as capped_budget
 from contextbuild.tokens import count_tokens
 from knowledge.embeddings import for_retrieval
 
@@ -144,11 +145,7 @@ def effective_budget(profile: EndpointProfile, campaign: Campaign) -> int:
     """The budget a prompt really has: the setting, capped by a verified
     window (as the builder caps it). Derived work sizes itself by this, so
     a summary made for an 8,192 setting never fills a 2,048 window."""
-    budget = settings_record(profile, campaign=campaign).context_token_budget
-    window = window_for(profile)
-    if window is not None and window.verified and window.tokens:
-        budget = min(budget, window.tokens)
-    return budget
+    return capped_budget(settings_record(profile, campaign=campaign).context_token_budget, window_for(profile))
 
 
 #: How fast the recorded ratio follows a new measurement downwards; upwards
