@@ -1,0 +1,95 @@
+"""Writes to the library: importing sources, indexing them, and the jobs that do it.
+
+The pipeline (DESIGN.md §4), one `IndexJob` at a time per source:
+
+    upload ─▶ source (pending) + job (queued) ─▶ on commit: Celery task
+    task ─▶ job_run: claim ─▶ chunk ─▶ embed (if the campaign has a model)
+         ─▶ swap: old passages out, new passages, lexical rows and vectors
+            in, source ready, job done — one transaction.
+
+Everything slow (chunking, the embedding calls) happens before the swap and
+outside any transaction, so the old passages stay searchable until the new
+ones replace them, and a worker killed mid-job leaves them as they were. The
+job row is claimed with a conditional UPDATE, so a duplicate delivery finds
+nothing to do, and a job whose worker died (stale heartbeat, or a dead
+process on this host) is put back in the queue by `jobs_recover`.
+
+The modules, each importing only those listed after it:
+
+- `sources`: what a reader or an importer does to a source (upload, create,
+  change its settings, delete, re-index).
+- `indexing`: running one job: the claim, chunking, embedding, the swap.
+- `liveness`: how long a job may go unheard from, worker heartbeats, and
+  putting the jobs of dead workers back in the queue.
+- `jobs`: making and sending job rows, and what an operator does to them.
+
+Callers use `services.X` or `from knowledge.services import X`; every such
+name is re-exported here.
+"""
+
+from .indexing import (
+    BACKOFF_SECONDS,
+    MAX_RETRIES,
+    RetryLater,
+    count_tokens,
+    embeddings_refresh,
+    embeddings_refresh_for_profile,
+    job_claim,
+    job_run,
+)
+from .jobs import job_cancel, job_retry
+from .liveness import (
+    STALE_AFTER,
+    jobs_recover,
+    worker_gone,
+    worker_heartbeat,
+    worker_name,
+)
+from .sources import (
+    ALLOWED_SUFFIXES,
+    DuplicateSource,
+    ImportRefused,
+    ImportResult,
+    content_hash,
+    human_size,
+    source_create,
+    source_delete,
+    source_index_now,
+    source_reindex,
+    source_text_from_upload,
+    source_update,
+    sources_import,
+    title_for,
+)
+
+__all__ = [
+    "ALLOWED_SUFFIXES",
+    "BACKOFF_SECONDS",
+    "MAX_RETRIES",
+    "STALE_AFTER",
+    "DuplicateSource",
+    "ImportRefused",
+    "ImportResult",
+    "RetryLater",
+    "content_hash",
+    "count_tokens",
+    "embeddings_refresh",
+    "embeddings_refresh_for_profile",
+    "human_size",
+    "job_cancel",
+    "job_claim",
+    "job_retry",
+    "job_run",
+    "jobs_recover",
+    "source_create",
+    "source_delete",
+    "source_index_now",
+    "source_reindex",
+    "source_text_from_upload",
+    "source_update",
+    "sources_import",
+    "title_for",
+    "worker_gone",
+    "worker_heartbeat",
+    "worker_name",
+]

@@ -1,0 +1,359 @@
+"""Running one index job: the claim, chunking, embedding, and the swap.
+
+Its own module because this is the worker's side of the pipeline, where
+the care about concurrency lives: the slow work runs outside any
+transaction, and one function, `_swap`, makes a job's result live, for an
+index job (new passages and vectors) and a re-embed job (new vectors for
+the same passages) alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from contextbuild.tokens import encoding
+from storyapp.models import Campaign, EndpointProfile
+
+from .. import embeddings, lexical
+from ..chunking import chunk_text
+from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from .jobs import _enqueue, _job_for, _source_after_stop
+from .liveness import STALE_AFTER, worker_name
+
+log = logging.getLogger(__name__)
+
+#: The retries a task makes on a temporary endpoint failure, and their spacing.
+MAX_RETRIES = 5
+BACKOFF_SECONDS = (10, 30, 60, 120, 300)
+BULK_BATCH = 500
+Source = KnowledgeSource
+
+
+class RetryLater(Exception):
+    """The job met a temporary failure and went back to the queue."""
+
+
+class _Abandoned(Exception):
+    """The job was cancelled or taken over while this process worked on it."""
+
+
+def count_tokens(text: str) -> int:
+    """cl100k tokens, counted without the special-token scan (same count as
+    `contextbuild.tokens.count_tokens` for imported text, a third faster)."""
+    return len(encoding().encode_ordinary(text)) if text else 0
+
+
+def job_claim(job_id: int, *, now: datetime, worker: str, task_id: str = "") -> IndexJob | None:
+    """Takes the job for this process, or None when it is not ours to run:
+    already done, failed, cancelled, or running under a live heartbeat."""
+    claimable = Q(state=IndexJob.State.QUEUED) | Q(state=IndexJob.State.RUNNING, heartbeat__lt=now - STALE_AFTER)
+    claimed = IndexJob.objects.filter(claimable, pk=job_id).update(
+        state=IndexJob.State.RUNNING,
+        attempts=F("attempts") + 1,
+        started=now,
+        heartbeat=now,
+        finished=None,
+        worker=worker[:200],
+        task_id=task_id[:64],
+        progress=0,
+        step="Starting",
+    )
+    if not claimed:
+        return None
+    job = IndexJob.objects.select_related("source__campaign").get(pk=job_id)
+    Source.objects.filter(pk=job.source_id).exclude(index_state=Source.IndexState.READY).update(
+        index_state=Source.IndexState.INDEXING
+    )
+    return job
+
+
+def job_run(
+    *,
+    job_id: int,
+    now: datetime,
+    final_attempt: bool = True,
+    task_id: str = "",
+    clock: Callable[[], datetime] = timezone.now,
+) -> IndexJob | None:
+    """Runs one index job to its end, if it is this process's to run.
+
+    1. Claim it (a conditional UPDATE; None if it is not claimable).
+    2. Chunk the source's text (index jobs) or read its live passages
+       (re-embed jobs).
+    3. Embed the passages, when the campaign's profile has a model,
+       heartbeating after each batch; a cancel or takeover stops here.
+    4. Swap, in one transaction.
+    A temporary endpoint failure puts the job back in the queue and raises
+    RetryLater, unless this is the final attempt, which fails it.
+    """
+    job = job_claim(job_id, now=now, worker=worker_name(), task_id=task_id)
+    if job is None:
+        return None
+    attempt = job.attempts
+    try:
+        if job.kind == IndexJob.Kind.EMBED:
+            _run_embed(job, attempt, clock)
+        else:
+            _run_index(job, attempt, clock)
+    except _Abandoned:
+        log.info("Index job %s was cancelled or taken over; stopping.", job_id)
+    except embeddings.EmbeddingUnavailable as exc:
+        if not final_attempt:
+            _job_release(job, attempt, str(exc), now=clock())
+            raise RetryLater(str(exc)) from exc
+        _job_fail(job, attempt, f"{exc} (gave up after {attempt} attempts)", now=clock())
+    except embeddings.EmbeddingFailed as exc:
+        _job_fail(job, attempt, str(exc), now=clock())
+    except Exception as exc:  # anything else is a bug: keep the whole story for the operators
+        log.exception("Index job %s failed", job_id)
+        _job_fail(job, attempt, f"Indexing failed: {exc.__class__.__name__}: {exc}",
+                  now=clock(), detail=traceback.format_exc())
+    return IndexJob.objects.filter(pk=job_id).first()
+
+
+def _beat(job: IndexJob, attempt: int, *, now: datetime, progress: int, step: str) -> None:
+    """Progress and heartbeat in one conditional UPDATE; raises _Abandoned
+    when the job is no longer this attempt's (cancelled, or taken over)."""
+    alive = IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).update(
+        heartbeat=now, progress=progress, step=step[:200]
+    )
+    if not alive:
+        raise _Abandoned
+
+
+def _embed_all(job, attempt, clock, profile: EndpointProfile | None, inputs: list[str]) -> list[bytes]:
+    if profile is None or not inputs:
+        return []
+    model = profile.embedding_model.strip()
+
+    def on_batch(done: int) -> None:
+        _beat(job, attempt, now=clock(), progress=10 + 85 * done // len(inputs),
+              step=f"Embedding with {model}: {done} of {len(inputs)} passages")
+
+    on_batch(0)
+    return list(embeddings.embed(profile, inputs, on_batch=on_batch))
+
+
+def _embedding_input(heading_path: str, text: str) -> str:
+    # The trail says what the passage is about ("Westhaven > Tides"), which
+    # a passage that never names its subject needs to be found by meaning.
+    return f"{heading_path}\n\n{text}" if heading_path else text
+
+
+def _run_index(job: IndexJob, attempt: int, clock) -> None:
+    source = job.source
+    passages = chunk_text(source.content, count=count_tokens)
+    _beat(job, attempt, now=clock(), progress=10, step=f"Split into {len(passages)} passages")
+    profile = embeddings.profile_for(source.campaign)
+    # The embedding endpoint can only cost the semantic half: the passages go
+    # live lexically whatever it does, with its reason on the source, and a
+    # temporary failure leaves a re-embed job to try again.
+    note, retry_embedding = "", False
+    try:
+        vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(p.heading_path, p.text) for p in passages])
+    except embeddings.EmbeddingUnavailable as exc:
+        vectors, note, retry_embedding = [], f"Semantic search is off for this file for now: {exc}", True
+    except embeddings.EmbeddingFailed as exc:
+        vectors, note = [], f"Semantic search is off for this file: {exc}"
+    model = profile.embedding_model.strip() if profile is not None and vectors else ""
+    # Compared with the model this job tried, so a failed embedding is not
+    # retried at once as a "model change"; a temporary one is retried below.
+    tried = profile.embedding_model.strip() if profile is not None else ""
+    now = clock()
+    _swap(
+        job, attempt, now=now, vectors=vectors, model=model, embedded_with=model or tried,
+        passages=lambda locked: _replace_passages(locked, passages),
+        source_fields={
+            "index_state": Source.IndexState.READY,
+            "error": note,
+            "passage_count": len(passages),
+            "token_count": sum(p.token_count for p in passages),
+            "indexed_sha256": job.content_sha256,
+            "indexed_at": now,
+        },
+        then_embed=retry_embedding,
+    )
+
+
+def _run_embed(job: IndexJob, attempt: int, clock) -> None:
+    """Re-embeds the live passages with the campaign's current model. The
+    passages themselves do not change, so lexical search is unaffected."""
+    source = job.source
+    profile = embeddings.profile_for(source.campaign)
+    model = profile.embedding_model.strip() if profile is not None else ""
+    live = list(KnowledgeChunk.objects.filter(source=source).order_by("index").values_list("pk", "heading_path", "text"))
+    if not model or source.embedding_model == model or not live:
+        _job_done(job, now=clock(), passages=len(live), step="Nothing to re-embed")
+        return
+    vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
+    ids = [pk for pk, _, _ in live]
+    _swap(
+        job, attempt, now=clock(), vectors=vectors, model=model, embedded_with=model,
+        passages=lambda locked: _same_passages(locked, ids),
+        source_fields={"error": ""},
+    )
+
+
+def _swap(
+    job: IndexJob,
+    attempt: int,
+    *,
+    now: datetime,
+    vectors: list[bytes],
+    model: str,
+    embedded_with: str,
+    passages: Callable[[KnowledgeSource], list[int]],
+    source_fields: dict,
+    then_embed: bool = False,
+) -> None:
+    """Makes a job's work live, in one transaction, or stores nothing.
+
+    1. Lock the source; nothing to store if it was deleted or its text
+       changed, and _Abandoned if the job is no longer this attempt's.
+    2. Old vectors out.
+    3. `passages(locked)` puts the passages the vectors belong to in place
+       and returns their ids in order: an index job writes its new ones, a
+       re-embed job checks that the live ones are still those it embedded.
+    4. New vectors in; the source's `source_fields`, its embedding model and
+       a new revision; the job done.
+    5. If the campaign's model is no longer `embedded_with`, re-embed again
+       (on commit); with `then_embed`, queue a re-embed now (a temporary
+       embedding failure left these passages lexical only).
+    """
+    with transaction.atomic():
+        locked = _lock_for_swap(job, attempt)
+        if locked is None:
+            return
+        KnowledgeEmbedding.objects.filter(chunk__source=locked).delete()
+        chunk_ids = passages(locked)
+        _store_vectors(chunk_ids, vectors, model)
+        Source.objects.filter(pk=locked.pk).update(
+            **source_fields, embedding_model=model, updated=now, revision=F("revision") + 1
+        )
+        _job_done(job, now=now, passages=len(chunk_ids), step=_done_step(len(chunk_ids), model))
+        _follow_model_change(locked.campaign, embedded_with)
+        if then_embed:
+            _enqueue(_job_for(locked, kind=IndexJob.Kind.EMBED))
+
+
+def _lock_for_swap(job: IndexJob, attempt: int) -> KnowledgeSource | None:
+    """The source row, locked, if this attempt still owns the job and the
+    source still holds the text the job was made for; else None."""
+    locked = Source.objects.select_for_update().filter(pk=job.source_id).first()
+    if locked is None:
+        return None  # deleted meanwhile, and the job with it
+    if not IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).exists():
+        raise _Abandoned
+    if locked.sha256 != job.content_sha256:
+        _job_done(job, now=timezone.now(), passages=0, step="Superseded: the source's text changed")
+        return None
+    return locked
+
+
+def _replace_passages(source: KnowledgeSource, passages) -> list[int]:
+    """Replaces the source's passages with these, with their lexical index
+    data; returns their ids in passage order."""
+    KnowledgeChunk.objects.filter(source=source).only("pk").delete()
+    lexical.insert(
+        rows=[(source.pk, source.campaign_id, p.index, p.heading_path, p.text, p.token_count) for p in passages]
+    )
+    by_index = dict(KnowledgeChunk.objects.filter(source=source).values_list("index", "pk"))
+    return [by_index[p.index] for p in passages]
+
+
+def _same_passages(source: KnowledgeSource, ids: list[int]) -> list[int]:
+    """The ids of the passages a re-embed job embedded, if they are still the
+    source's live ones; if they were rebuilt meanwhile, that job embedded them."""
+    if sorted(KnowledgeChunk.objects.filter(source=source).values_list("pk", flat=True)) != sorted(ids):
+        raise _Abandoned
+    return ids
+
+
+def _store_vectors(chunk_ids: list[int], vectors: list[bytes], model: str) -> None:
+    if not vectors:
+        return
+    dimensions = len(vectors[0]) // embeddings.DTYPE.itemsize
+    KnowledgeEmbedding.objects.bulk_create(
+        [
+            KnowledgeEmbedding(chunk_id=chunk_id, model=model, dimensions=dimensions, vector=vector)
+            for chunk_id, vector in zip(chunk_ids, vectors, strict=True)
+        ],
+        batch_size=BULK_BATCH,
+    )
+
+
+def _done_step(passages: int, model: str) -> str:
+    return f"{passages} passages" + (f", embedded with {model}" if model else ", lexical only")
+
+
+def _job_done(job: IndexJob, *, now: datetime, passages: int, step: str) -> None:
+    IndexJob.objects.filter(pk=job.pk).update(
+        state=IndexJob.State.DONE, progress=100, heartbeat=now, finished=now,
+        passages=passages, step=step[:200], error="",
+    )
+
+
+def _follow_model_change(campaign: Campaign, embedded_with: str) -> None:
+    """If the campaign's model changed while the job ran, re-embed again."""
+    if embeddings.model_for(campaign) != embedded_with:
+        transaction.on_commit(lambda: embeddings_refresh(campaign_ids=[campaign.pk]))
+
+
+def _job_release(job: IndexJob, attempt: int, error: str, *, now: datetime) -> None:
+    IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).update(
+        state=IndexJob.State.QUEUED, heartbeat=now, error=error, step="Waiting to retry after an endpoint error"
+    )
+
+
+def _job_fail(job: IndexJob, attempt: int, error: str, *, now: datetime, detail: str = "") -> None:
+    """Fails the job. A source with live passages stays ready (and says the
+    rebuild failed); one without becomes failed, with the reason."""
+    with transaction.atomic():
+        failed = IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).update(
+            state=IndexJob.State.FAILED, heartbeat=now, finished=now, step="Failed",
+            error=f"{error}\n\n{detail}".strip(),
+        )
+        if failed:
+            _source_after_stop(job.source_id, error)
+
+
+def embeddings_refresh(*, campaign_ids: Iterable[int]) -> list[IndexJob]:
+    """Queues a re-embed for every ready source whose vectors came from a
+    model other than its campaign's current one. No model: nothing to do
+    (retrieval is lexical only, and old vectors are never read)."""
+    jobs = []
+    for campaign in Campaign.objects.filter(pk__in=list(campaign_ids)).select_related("endpoint"):
+        model = embeddings.model_for(campaign)
+        if not model:
+            continue
+        stale = Source.objects.filter(campaign=campaign, index_state=Source.IndexState.READY).exclude(
+            embedding_model=model
+        )
+        for source in stale:
+            with transaction.atomic():
+                job = _job_for(source, kind=IndexJob.Kind.EMBED)
+                _enqueue(job)
+            jobs.append(job)
+    return jobs
+
+
+def embeddings_refresh_for_profile(*, profile_id: int) -> list[IndexJob]:
+    """After an endpoint profile changes: the campaigns that may use it."""
+    profile = EndpointProfile.objects.filter(pk=profile_id).first()
+    if profile is None:
+        return []
+    uses = Q(endpoint_id=profile_id) | Q(endpoint__isnull=True)
+    campaign_ids = (
+        Source.objects.filter(index_state=Source.IndexState.READY)
+        .filter(campaign__in=Campaign.objects.filter(uses))
+        .values_list("campaign_id", flat=True)
+        .distinct()
+    )
+    return embeddings_refresh(campaign_ids=list(campaign_ids))

@@ -1,0 +1,242 @@
+"""What a reader, a command or an importer does to a source: upload and
+create it, change how it is used, delete it, have it re-indexed.
+
+Its own module because these are the library's entry points, called from
+views, forms, commands and the campaign bundle: every write of a source's
+settings comes through here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+
+from storyapp.models import Campaign
+
+from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from .indexing import RetryLater, job_run
+from .jobs import _enqueue, _job_for
+
+ALLOWED_SUFFIXES = (".md", ".markdown", ".txt")
+Source = KnowledgeSource
+
+
+class ImportRefused(Exception):
+    """This file cannot be imported; the message says why, for the reader."""
+
+
+class DuplicateSource(ImportRefused):
+    def __init__(self, filename: str, existing: KnowledgeSource):
+        self.existing = existing
+        super().__init__(f"{filename}: the same text is already in this library as “{existing.title}”.")
+
+
+@dataclass
+class ImportResult:
+    created: list[KnowledgeSource] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return self.duplicates + self.refused
+
+
+def source_text_from_upload(*, filename: str, data: bytes) -> str:
+    """The text of an uploaded file, or ImportRefused saying what is wrong."""
+    name = PurePath(filename or "").name
+    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
+    if not name.lower().endswith(ALLOWED_SUFFIXES):
+        raise ImportRefused(f"{name or 'The file'}: only Markdown (.md, .markdown) and plain text (.txt) files can be imported.")
+    if len(data) > limit:
+        raise ImportRefused(f"{name}: the file is {human_size(len(data))}, over the {human_size(limit)} limit.")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportRefused(
+            f"{name}: the file is not UTF-8 text (undecodable byte at position {exc.start}). "
+            "Save it as UTF-8 and upload it again."
+        ) from exc
+    if "\x00" in text:
+        raise ImportRefused(f"{name}: the file contains binary data, not text.")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        raise ImportRefused(f"{name}: the file is empty.")
+    return text
+
+
+def human_size(n: int) -> str:
+    """Sizes as the pages print them (Django's filesizeformat, 1 MB = 1,048,576
+    bytes), so a limit reads the same in the hint and in the refusal."""
+    return filesizeformat(n).replace("\xa0", " ")
+
+
+#: A Markdown heading of level 1 or 2 near the top names the file better than its file name.
+TITLE_HEADING = re.compile(r"^\s{0,3}#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+TITLE_SEARCH_CHARS = 2000
+
+
+def title_for(filename: str, text: str) -> str:
+    """The file's first heading when it has one early on, else its file name without the extension."""
+    match = TITLE_HEADING.search(text[:TITLE_SEARCH_CHARS])
+    if match and match.group(1).strip():
+        return match.group(1).strip()
+    return PurePath(filename).stem or filename
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def source_create(
+    *,
+    campaign: Campaign,
+    filename: str,
+    text: str,
+    classification: str = Source.Classification.REFERENCE,
+    visibility: str = Source.Visibility.VISIBLE,
+    always_include: bool = False,
+    enabled: bool = True,
+    title: str = "",
+    enqueue: bool = True,
+) -> KnowledgeSource:
+    """Stores a source and queues its index job (on commit, when `enqueue`).
+
+    Raises DuplicateSource when the campaign already holds the same text,
+    ImportRefused for always-include outside Canon.
+    """
+    if always_include and classification != Source.Classification.CANON:
+        raise ImportRefused("Only Canon sources can be always included.")
+    name = PurePath(filename).name
+    digest = content_hash(text)
+    existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
+    if existing is not None:
+        raise DuplicateSource(name, existing)
+    try:
+        with transaction.atomic():
+            source = Source.objects.create(
+                campaign=campaign,
+                title=(title or title_for(name, text))[:200],
+                original_filename=name[:255],
+                sha256=digest,
+                content=text,
+                size_bytes=len(text.encode("utf-8")),
+                classification=classification,
+                visibility=visibility,
+                always_include=always_include,
+                enabled=enabled,
+            )
+            job = _job_for(source, kind=IndexJob.Kind.INDEX)
+            if enqueue:
+                _enqueue(job)
+    except IntegrityError as exc:
+        # Another request stored the same text a moment ago.
+        existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
+        if existing is None:
+            raise
+        raise DuplicateSource(name, existing) from exc
+    return source
+
+
+def sources_import(
+    *,
+    campaign: Campaign,
+    files: Iterable[tuple[str, bytes]],
+    classification: str = Source.Classification.REFERENCE,
+    visibility: str = Source.Visibility.VISIBLE,
+    always_include: bool = False,
+    enqueue: bool = True,
+) -> ImportResult:
+    """Imports each file on its own: one bad file refuses that file only."""
+    result = ImportResult()
+    for filename, data in files:
+        try:
+            text = source_text_from_upload(filename=filename, data=data)
+            source = source_create(
+                campaign=campaign,
+                filename=filename,
+                text=text,
+                classification=classification,
+                visibility=visibility,
+                always_include=always_include,
+                enqueue=enqueue,
+            )
+        except DuplicateSource as exc:
+            result.duplicates.append(str(exc))
+        except ImportRefused as exc:
+            result.refused.append(str(exc))
+        else:
+            result.created.append(source)
+    return result
+
+
+@transaction.atomic
+def source_update(
+    *,
+    source: KnowledgeSource,
+    title: str,
+    classification: str,
+    visibility: str,
+    always_include: bool,
+    enabled: bool,
+) -> KnowledgeSource:
+    """Changes how a source is used. None of these need a re-index: retrieval
+    reads them from the source row at query time."""
+    if always_include and classification != Source.Classification.CANON:
+        raise ImportRefused("Only Canon sources can be always included.")
+    source.title = title.strip()[:200] or source.title
+    source.classification = classification
+    source.visibility = visibility
+    source.always_include = always_include
+    source.enabled = enabled
+    source.save(update_fields=["title", "classification", "visibility", "always_include", "enabled", "updated"])
+    return source
+
+
+@transaction.atomic
+def source_delete(*, source: KnowledgeSource) -> None:
+    """Deletes the source, its passages, vectors and jobs. A worker still on
+    one of its jobs finds the source gone at the swap and stores nothing."""
+    KnowledgeEmbedding.objects.filter(chunk__source=source).delete()
+    KnowledgeChunk.objects.filter(source=source).only("pk").delete()
+    source.delete()
+
+
+@transaction.atomic
+def source_reindex(*, source: KnowledgeSource) -> IndexJob:
+    """Queues a rebuild of the source's passages. The old passages, if any,
+    stay searchable until the new ones are swapped in."""
+    job = _job_for(source, kind=IndexJob.Kind.INDEX)
+    _enqueue(job)
+    return job
+
+
+def source_index_now(source: KnowledgeSource, *, attempts: int = 3, pause: float = 2.0) -> KnowledgeSource:
+    """Indexes one source in this process, no worker needed, and returns it
+    ready or failed. For commands and the campaign-bundle importer.
+
+    Temporary endpoint failures are retried `attempts` times, `pause`
+    seconds apart (doubling). If a worker is already on the source's job,
+    this waits for that job to finish instead of racing it.
+    """
+    job = _job_for(source, kind=IndexJob.Kind.INDEX)
+    for attempt in range(attempts):
+        try:
+            job_run(job_id=job.pk, now=timezone.now(), final_attempt=attempt == attempts - 1)
+            break
+        except RetryLater:
+            time.sleep(pause * 2**attempt)
+    deadline = time.monotonic() + 30 * 60
+    while IndexJob.objects.filter(pk=job.pk, state__in=IndexJob.ACTIVE).exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    source.refresh_from_db()
+    return source
