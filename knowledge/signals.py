@@ -4,7 +4,7 @@
    with another model are re-embedded in the background.
 2. A Celery worker starts: it requeues the jobs its dead predecessors left
    running, then keeps a heartbeat row fresh (how the monitor knows a worker
-   is alive on any broker) and sweeps for orphaned jobs now and then.
+   is alive on any broker) and sweeps for orphaned work (storyapp.liveness).
 """
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 
+from django.core.cache import cache
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
+from storyapp import liveness
+
 log = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 10
-#: Every this many heartbeats, look for jobs whose worker died elsewhere.
-RECOVER_EVERY = 6
+HEARTBEAT_SECONDS = liveness.SWEEP_SECONDS
+#: Held by the worker sweeping this period, in the cache every worker shares.
+SWEEP_LOCK = "loremaster-sweep"
 
 _stop = threading.Event()
 
@@ -80,12 +83,21 @@ def _worker_shutdown(sender=None, **kwargs) -> None:
         log.exception("Could not remove the worker heartbeat")
 
 
-def _sweep_story_work() -> None:
-    """Narrations, summaries and memories whose broker message was lost or
-    whose worker died are sent again from here, so nothing waits for a
-    reader to reload a page (which no longer writes on GET)."""
+def _sweep() -> None:
+    """Index jobs, narrations, summaries and memories whose broker message
+    was lost or whose worker died are sent again from here, so nothing
+    waits for a reader to reload a page (which never writes on GET). One
+    worker sweeps each period; the others skip it."""
     from storyapp import derived, narration
 
+    from . import services
+
+    try:
+        if not cache.add(SWEEP_LOCK, services.worker_name(), timeout=liveness.SWEEP_SECONDS * 0.8):
+            return
+    except Exception:
+        log.warning("The cache is unreachable; sweeping without the lock")
+    services.jobs_recover(now=timezone.now())
     with transaction.atomic():
         narration.recover_stale(now=timezone.now())
         derived.resend_stale()
@@ -94,17 +106,13 @@ def _sweep_story_work() -> None:
 def _heartbeat_forever(name: str, queues: list[str]) -> None:
     from . import services
 
-    beats = 0
     while not _stop.is_set():
         close_old_connections()
         try:
             services.worker_heartbeat(name=name, now=timezone.now(), queues=queues)
-            if beats % RECOVER_EVERY == RECOVER_EVERY - 1:
-                services.jobs_recover(now=timezone.now())
-                _sweep_story_work()
+            _sweep()
         except Exception:
-            log.exception("Worker heartbeat failed")
+            log.exception("Worker heartbeat or sweep failed")
         finally:
             connections.close_all()
-        beats += 1
         _stop.wait(HEARTBEAT_SECONDS)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -27,7 +28,7 @@ from contextbuild import records, summaries
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
 
-from . import lineage, modelclient
+from . import lineage, liveness, modelclient
 from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,17 @@ SUMMARY_TEMPERATURE = 0.3
 #: Unfinished or failed jobs the report and the play page mention.
 NOTICED_JOBS = 5
 #: A job queued or running this long without a change is taken to be lost:
-#: asked for again, it is sent again. Longer than a summary may take
-#: (three attempts at an endpoint's default total timeout, with backoff).
-STALE_AFTER = timedelta(minutes=20)
+#: asked for again, it is sent again. A running job beats; a job waiting
+#: for its next attempt is dated at that attempt (`_failed`).
+STALE_AFTER = liveness.STALE_AFTER
 
 
 class RetryLater(Exception):
-    """A failure another attempt may fix; the task retries with backoff."""
+    """A failure another attempt may fix; the task retries after `countdown` seconds."""
+
+    def __init__(self, error: str, countdown: int):
+        super().__init__(error)
+        self.countdown = countdown
 
 
 # ---------------------------------------------------------------- reading
@@ -94,14 +99,14 @@ def notices(campaign_id: int, lineage_ids) -> list[Notice]:
 # ------------------------------------------------------------- scheduling
 
 
-def _set(job_id: int, *, only=(), **fields) -> int:
-    """Updates a job and its `updated` time (a queryset update does not
-    touch auto_now, and staleness is read off it); `only` limits the update
-    to jobs in those states. Returns how many rows changed."""
+def _set(job_id: int, *, only=(), at: datetime | None = None, **fields) -> int:
+    """Updates a job and its `updated` time, now or `at` (a queryset update
+    does not touch auto_now, and staleness is read off it); `only` limits
+    the update to jobs in those states. Returns how many rows changed."""
     jobs = DerivedJob.objects.filter(pk=job_id)
     if only:
         jobs = jobs.filter(state__in=only)
-    return jobs.update(updated=timezone.now(), **fields)
+    return jobs.update(updated=at or timezone.now(), **fields)
 
 
 def _stale() -> Q:
@@ -264,12 +269,13 @@ def run(job_id: int, *, final_attempt: bool) -> None:
     if job is None:
         return
     try:
-        if job.kind == DerivedJob.Kind.MEMORIES:
-            _remember(job)
-        elif job.level == 0:
-            _summarize(job)
-        else:
-            _merge(job)
+        with liveness.beating(partial(_set, job.pk, only=[DerivedJob.State.RUNNING])):
+            if job.kind == DerivedJob.Kind.MEMORIES:
+                _remember(job)
+            elif job.level == 0:
+                _summarize(job)
+            else:
+                _merge(job)
     except (modelclient.ModelFailure, _Unusable) as exc:
         _failed(job, str(exc), final=final_attempt)
     except Exception as exc:
@@ -282,10 +288,15 @@ class _Unusable(Exception):
 
 
 def _failed(job: DerivedJob, error: str, *, final: bool) -> None:
-    state = DerivedJob.State.FAILED if final or job.attempts >= DerivedJob.MAX_ATTEMPTS else DerivedJob.State.QUEUED
-    changed = _set(job.pk, only=[DerivedJob.State.RUNNING], state=state, error=error[:2000])
-    if changed and state == DerivedJob.State.QUEUED:
-        raise RetryLater(error)
+    """Stores the failure; unless it is final, the job waits for its next
+    attempt, dated then, so the sweep does not take the wait for a loss."""
+    if final or job.attempts >= DerivedJob.MAX_ATTEMPTS:
+        _set(job.pk, only=[DerivedJob.State.RUNNING], state=DerivedJob.State.FAILED, error=error[:2000])
+        return
+    countdown = BACKOFF_SECONDS[min(job.attempts - 1, len(BACKOFF_SECONDS) - 1)]
+    if _set(job.pk, only=[DerivedJob.State.RUNNING], at=timezone.now() + timedelta(seconds=countdown),
+            state=DerivedJob.State.QUEUED, error=error[:2000]):
+        raise RetryLater(error, countdown)
 
 
 def _done(job: DerivedJob, note: str = "") -> None:

@@ -73,6 +73,17 @@ def workers(*, now: datetime) -> Check:
     return Check("workers", True, f"{len(live)} live worker{'s' if len(live) != 1 else ''}")
 
 
+async def serving_queue(queue: str, *, now: datetime) -> bool:
+    """Whether a live worker serves the queue (for a stream that waits on it)."""
+    from knowledge.models import WorkerHeartbeat
+
+    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("queues", flat=True)
+    async for queues in live:
+        if queue in queues.split(","):
+            return True
+    return False
+
+
 def readiness(*, now: datetime) -> list[Check]:
     checks = [database()]
     if checks[0].ok:

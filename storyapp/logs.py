@@ -14,6 +14,8 @@ import re
 import time
 from datetime import UTC, datetime
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
 requests = logging.getLogger("loremaster.request")
 tasks = logging.getLogger("loremaster.task")
 
@@ -37,6 +39,44 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str, ensure_ascii=False)
+
+
+#: Where the Django side leaves the reader's id for the request line.
+READER_KEY = "loremaster.reader"
+
+
+class ReaderInRequestLog:
+    """Django middleware: tells the request line (written outside Django,
+    by RequestLog) who the reader was, through the ASGI scope both share.
+    It reads only a user the request already loaded (the session lookup
+    that login_required or a view made), so it adds no query."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        response = self.get_response(request)
+        _tag(request)
+        return response
+
+    async def _acall(self, request):
+        response = await self.get_response(request)
+        _tag(request)
+        return response
+
+
+def _tag(request) -> None:
+    scope = getattr(request, "scope", None)
+    user = getattr(request, "_cached_user", None) or getattr(request, "_acached_user", None)
+    if scope is not None and user is not None and user.is_authenticated:
+        scope[READER_KEY] = user.pk
 
 
 _IDS = re.compile(r"^/campaigns/(?P<campaign>\d+)/(?:actions/(?P<action>\d+)/)?")
@@ -68,6 +108,7 @@ class RequestLog:
                     "path": scope["path"],
                     "status": message["status"],
                     "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "reader": scope.get(READER_KEY),
                     "campaign": int(ids["campaign"]) if ids else None,
                     "action": int(ids["action"]) if ids and ids["action"] else None,
                 })

@@ -1,9 +1,7 @@
-from datetime import timedelta
-
 from django.conf import settings
 from django.db import models
 
-from . import secrets_at_rest
+from . import liveness, secrets_at_rest
 from .endpoints import validate_base_url
 
 
@@ -143,12 +141,13 @@ class Action(models.Model):
         FAILED = "failed", "Failed"
         STOPPED = "stopped", "Stopped"
 
-    #: A narration whose worker has not written for this long is taken to be
-    #: dead: it may be claimed again, and Stop ends it at once. Longer than
-    #: an endpoint's default first-byte timeout (the longest the worker
-    #: waits without writing), so a slow first token is not mistaken for a
-    #: dead worker.
-    STALE_AFTER = timedelta(minutes=3)
+    #: A narration whose worker has not touched it for this long is taken to
+    #: be dead: it may be claimed again, and Stop ends it at once. The worker
+    #: beats while it waits on the model (storyapp.liveness).
+    STALE_AFTER = liveness.STALE_AFTER
+    #: Workers that may die on one narration before it is failed, so a
+    #: narration that kills its worker does not kill them all in turn.
+    MAX_ATTEMPTS = 3
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="actions")
     parent = models.ForeignKey(
@@ -170,6 +169,8 @@ class Action(models.Model):
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.
     heartbeat = models.DateTimeField(null=True, blank=True)
+    #: Workers that have claimed this narration.
+    attempts = models.PositiveSmallIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import partial
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild import ContextOverflow, build_context
@@ -24,7 +24,7 @@ from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
 
-from . import derived, modelclient, prompting, stateblock
+from . import derived, liveness, modelclient, prompting, stateblock
 from .modelclient import ContextOverflowAtServer, Meter, ModelFailure, stream_reply
 from .models import Action, ContextSnapshot, EndpointProfile
 
@@ -36,28 +36,52 @@ STALE_AFTER = Action.STALE_AFTER
 FLUSH_SECONDS = 0.15
 
 
+#: What the reader sees when workers kept dying on one narration.
+WORKERS_LOST = (
+    "The worker writing this narration stopped {attempts} times, so it was given up. "
+    "Your action is kept; press Retry."
+)
+
+
 def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
-    """Queues again the narrations whose worker died mid-way, or that no
-    worker has picked up for a while (a lost broker message), in one
-    campaign or (None) in all. The claim in `narrate` makes a needless
-    re-queue harmless. Returns how many."""
+    """Repairs the narrations that a fault left hanging, in one campaign or
+    (None) in all; the workers' sweep calls it every few seconds.
+
+    - Pending and not picked up within STALE_AFTER: its broker message was
+      lost (a Redis restart, a deleted queue, a refused send). It is sent
+      again; should the first message turn up after all, the claim in
+      `narrate` refuses the second.
+    - Streaming with a stale heartbeat: its worker died. It is pending
+      again and sent again, until it has cost MAX_ATTEMPTS workers; then it
+      fails, with Retry.
+
+    Returns how many were sent again or failed.
+    """
+    stale = now - STALE_AFTER
     stuck = Action.objects.filter(
-        Q(status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER)
-        | Q(status=Action.Status.PENDING, heartbeat__lt=now - STALE_AFTER),
-        stop_requested=False,
+        Q(status=Action.Status.STREAMING) | Q(status=Action.Status.PENDING),
+        heartbeat__lt=stale, stop_requested=False, kind=Action.Kind.AI,
     )
     if campaign_id is not None:
         stuck = stuck.filter(campaign_id=campaign_id)
-    stuck = stuck.values_list("pk", flat=True)
     from .tasks import narrate_action
 
     count = 0
-    for action_id in stuck:
-        # The heartbeat marks when it was last queued, so one dead worker is
-        # re-queued once a period, not on every page load.
-        Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(heartbeat=now)
-        narrate_action.delay(action_id)
-        count += 1
+    for action_id, status, attempts in stuck.values_list("pk", "status", "attempts"):
+        # Conditional on the row as read, so two sweeps never both act.
+        still = Action.objects.filter(pk=action_id, status=status, heartbeat__lt=stale, stop_requested=False)
+        if status == Action.Status.STREAMING and attempts >= Action.MAX_ATTEMPTS:
+            count += still.update(
+                status=Action.Status.FAILED, error=WORKERS_LOST.format(attempts=attempts), heartbeat=None
+            )
+            continue
+        # The heartbeat marks when it was last sent, so it is sent again
+        # once a period, not on every sweep.
+        if still.update(status=Action.Status.PENDING, heartbeat=now):
+            narrate_action.delay(action_id)
+            count += 1
+    if count:
+        log.warning("Sent again or failed %d narrations left by a lost message or a dead worker", count)
     return count
 
 
@@ -72,7 +96,7 @@ def operator_requeue(action_id: int, *, now: datetime) -> bool:
 
     moved = Action.objects.filter(
         pk=action_id, kind=Action.Kind.AI, status__in=[Action.Status.PENDING, Action.Status.STREAMING]
-    ).update(status=Action.Status.PENDING, heartbeat=now, stop_requested=False)
+    ).update(status=Action.Status.PENDING, heartbeat=now, stop_requested=False, attempts=0)
     if moved:
         transaction.on_commit(lambda: narrate_action.delay(action_id), robust=True)
     return bool(moved)
@@ -96,7 +120,7 @@ def claim(action_id: int, *, now: datetime) -> Action | None:
         status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER
     )
     claimed = Action.objects.filter(claimable, pk=action_id, stop_requested=False).update(
-        status=Action.Status.STREAMING, heartbeat=now, text="", error=""
+        status=Action.Status.STREAMING, heartbeat=now, text="", error="", attempts=F("attempts") + 1
     )
     if not claimed:
         return None
@@ -108,7 +132,8 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
     if action is None:
         return
     try:
-        _narrate(action, clock)
+        with liveness.beating(partial(_beat, action_id, clock)):
+            _narrate(action, clock)
     except Exception:
         # Whatever went wrong, the reader gets a failed turn they can retry,
         # never a narration that looks busy forever.
@@ -179,6 +204,12 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
     tokens["server_prompt_tokens"] = servers
     tokens["server_count_source"] = source
     tokens["ratio"] = prompting.record_token_ratio(profile, ours=ours, servers=servers)
+
+
+def _beat(action_id: int, clock: Callable[[], datetime]) -> None:
+    """Keeps the heartbeat fresh while no text arrives (the model reading a
+    long prompt, a slow first token), so the sweep leaves a live worker be."""
+    Action.objects.filter(pk=action_id, status=Action.Status.STREAMING).update(heartbeat=clock())
 
 
 def _flush(action_id: int, text: str, *, now: datetime) -> bool:

@@ -235,8 +235,8 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
     _refuse_over_reader_cap(campaign)
     if head.kind == Action.Kind.AI and head.status in {Action.Status.FAILED, Action.Status.STOPPED}:
         head.text, head.error, head.status, head.stop_requested = "", "", Action.Status.PENDING, False
-        head.token_count, head.heartbeat = 0, now
-        head.save(update_fields=["text", "error", "status", "stop_requested", "token_count", "heartbeat"])
+        head.token_count, head.heartbeat, head.attempts = 0, now, 0
+        head.save(update_fields=["text", "error", "status", "stop_requested", "token_count", "heartbeat", "attempts"])
         ContextSnapshot.objects.filter(action=head).delete()
         derived.withdraw_from(head)
         _enqueue_narration(head)

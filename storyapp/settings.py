@@ -106,6 +106,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "storyapp.logs.ReaderInRequestLog",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -144,6 +145,14 @@ if DATABASE_URL:
     # runs in its own thread, so a kept connection is one per thread, and
     # 20 readers held PostgreSQL at its limit of 100 ("too many clients").
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # Instead, a pool per process (psycopg_pool), bounded: a connection
+        # goes back to it at the end of each request or task, so 20 readers
+        # do not open 65 new sessions a second, each costing PostgreSQL more
+        # than the page it serves.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": env_int("LOREMASTER_DB_POOL_SIZE", 12), "timeout": 10,
+        }
 else:
     # SQLite would create the file readable by everyone under the usual
     # umask (and its -wal and -shm files take the database's mode): it holds
@@ -212,10 +221,21 @@ CELERY_TASK_ACKS_LATE = True
 NARRATION_QUEUE = "narration"
 #: A reader's narrations in flight at once, over all their campaigns.
 LOREMASTER_NARRATIONS_PER_READER = env_int("LOREMASTER_NARRATIONS_PER_READER", 2)
+#: Per-reader rates (storyapp.quotas): turns (new, continue, retry) a
+#: minute, and lore files uploaded an hour.
+LOREMASTER_READER_RATES = {
+    "turns": env_int("LOREMASTER_TURNS_PER_MINUTE", 30),
+    "uploads": env_int("LOREMASTER_UPLOADS_PER_HOUR", 300),
+}
+#: Campaigns one reader may own.
+LOREMASTER_CAMPAIGNS_PER_READER = env_int("LOREMASTER_CAMPAIGNS_PER_READER", 100)
 CELERY_TASK_ROUTES = {"storyapp.tasks.narrate_action": {"queue": NARRATION_QUEUE}}
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
+#: Celery would replace the root logger's handlers with its own plain-text
+#: one, losing the JSON lines LOGGING sets up (storyapp.logs).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL

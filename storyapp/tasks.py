@@ -27,5 +27,4 @@ def derive(self, job_id: int) -> None:
     try:
         derived.run(job_id, final_attempt=retries >= self.max_retries)
     except derived.RetryLater as exc:
-        countdown = derived.BACKOFF_SECONDS[min(retries, len(derived.BACKOFF_SECONDS) - 1)]
-        raise self.retry(exc=exc, countdown=countdown) from exc
+        raise self.retry(exc=exc, countdown=exc.countdown) from exc

@@ -25,8 +25,9 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import bundle, health, inspector, lineage, selectors, services, storyexport
+from . import bundle, health, inspector, lineage, quotas, selectors, services, storyexport
 from .access import action_for, campaign_for
+from .quotas import over_quota
 from .forms import (
     ActionEditForm,
     BundleUploadForm,
@@ -42,10 +43,16 @@ STORY_PAGE = 60
 STREAM_POLL_SECONDS = 0.2
 STREAM_MAX_SECONDS = 15 * 60
 STREAM_KEEPALIVE_SECONDS = 15
+#: How often a waiting narration's stream asks whether any worker serves
+#: the narration queue.
+STREAM_WORKER_CHECK_SECONDS = 5
+#: A pending narration with no live worker to take it.
+NO_NARRATOR = "no-narrator"
 #: What the page's status line says while a narration is on its way.
 STREAM_STATUS = {
     Action.Status.PENDING: "Waiting for a worker…",
     Action.Status.STREAMING: "The narrator is writing…",
+    NO_NARRATOR: "No narration worker is running. Your action is kept, and the narration starts when one is back.",
 }
 #: Where an undo without JavaScript leaves the reader's words for the turn box.
 RESTORED_TURN_KEY = "loremaster.restored_turn"
@@ -64,6 +71,10 @@ def _number_param(value: str | None, *, default: int = 0) -> int:
 
 @login_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
+    return _campaign_list(request)
+
+
+def _campaign_list(request: HttpRequest) -> HttpResponse:
     campaigns = Campaign.objects.filter(owner=request.user).select_related("head")
     return render(request, "storyapp/campaign_list.html", {"campaigns": campaigns, "import_form": BundleUploadForm()})
 
@@ -77,6 +88,11 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Choose a bundle file to import.")
         return redirect("campaign_list")
     upload = form.cleaned_data["bundle"]
+    try:
+        quotas.campaign_room(Campaign.objects.filter(owner=request.user).count())
+    except quotas.OverQuota as exc:
+        messages.error(request, f"Nothing was imported: {exc}")
+        return over_quota(_campaign_list(request), exc)
     if upload.size > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
         messages.error(request, f"{upload.name} is too large to be a campaign bundle.")
         return redirect("campaign_list")
@@ -222,6 +238,11 @@ def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
 def campaign_create(request: HttpRequest) -> HttpResponse:
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        try:
+            quotas.campaign_room(Campaign.objects.filter(owner=request.user).count())
+        except quotas.OverQuota as exc:
+            form.add_error(None, str(exc))
+            return over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)
         campaign = form.save(commit=False)
         campaign.owner = request.user
         campaign.save()
@@ -332,20 +353,28 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed)
     try:
+        quotas.spend(quotas.TURNS, request.user.pk)
         services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed)
+    except quotas.OverQuota as exc:
+        return over_quota(_story_response(request, campaign, error=str(exc), text=typed), exc)
     response = _story_response(request, campaign)
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
 
-def _story_command(request: HttpRequest, pk: int, command, *, event: str = "") -> HttpResponse:
-    """Runs a story command; `event` is told to the page when it succeeds."""
+def _story_command(request: HttpRequest, pk: int, command, *, event: str = "", rate=None) -> HttpResponse:
+    """Runs a story command; `event` is told to the page when it succeeds,
+    and `rate` is the reader's quota it spends."""
     campaign = campaign_for(request, pk)
     try:
+        if rate is not None:
+            quotas.spend(rate, request.user.pk)
         command(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc))
+    except quotas.OverQuota as exc:
+        return over_quota(_story_response(request, campaign, error=str(exc)), exc)
     response = _story_response(request, campaign)
     return trigger_client_event(response, event) if event and request.htmx else response
 
@@ -377,7 +406,7 @@ def turn_redo(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def turn_retry(request: HttpRequest, pk: int) -> HttpResponse:
-    return _story_command(request, pk, services.turn_retry)
+    return _story_command(request, pk, services.turn_retry, rate=quotas.TURNS)
 
 
 def _action_command(request: HttpRequest, pk: int, action_id: int, command) -> HttpResponse:
@@ -470,25 +499,30 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         nonlocal offset
         started = last_write = time.monotonic()
         told = None
+        workers_checked, unserved = -STREAM_WORKER_CHECK_SECONDS, False
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
-            row = await owned.values("text", "status", "heartbeat").afirst()
+            row = await owned.values("text", "status").afirst()
             if row is None:
                 break
-            if row["status"] in STREAM_STATUS and row["status"] != told:
-                told = row["status"]
+            status = row["status"]
+            if status == Action.Status.PENDING and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
+                workers_checked = time.monotonic()
+                unserved = not await health.serving_queue(settings.NARRATION_QUEUE, now=timezone.now())
+            if status == Action.Status.PENDING and unserved:
+                status = NO_NARRATOR
+            if status in STREAM_STATUS and status != told:
+                told = status
                 yield _sse("status", STREAM_STATUS[told])
             text = row["text"]
+            if len(text) < offset:
+                break  # a worker took over after another died and starts afresh: the page reloads the story
             if len(text) > offset:
                 yield _sse("chunk", escape(text[offset:]), len(text))
                 offset = len(text)
                 last_write = time.monotonic()
             if row["status"] not in (Action.Status.PENDING, Action.Status.STREAMING):
                 break
-            if row["status"] == Action.Status.STREAMING and (
-                row["heartbeat"] is None or row["heartbeat"] < timezone.now() - Action.STALE_AFTER
-            ):
-                break  # the worker died: the page reloads the story, which queues it again
             if time.monotonic() - last_write > STREAM_KEEPALIVE_SECONDS:
                 yield ": keep-alive\n\n"
                 last_write = time.monotonic()

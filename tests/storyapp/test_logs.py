@@ -5,6 +5,8 @@ import json
 import logging
 import sys
 
+import pytest
+
 from django.utils import timezone
 
 from storyapp import logs, services
@@ -55,3 +57,54 @@ def test_a_traceback_stays_inside_its_line():
         record = logging.getLogger("x").makeRecord("x", logging.ERROR, "f", 1, "failed", (), sys.exc_info())
     line = logs.JsonFormatter().format(record)
     assert "\n" not in line and "Traceback" in json.loads(line)["exc"]
+
+
+def test_a_worker_keeps_the_apps_log_handlers():
+    """Celery would swap the root logger's handlers for its plain-text one,
+    and the workers' JSON lines would be lost."""
+    from storyapp.celery import app
+
+    root = logging.getLogger()
+    before = list(root.handlers)
+    app.log.already_setup = False
+    app.log.setup_logging_subsystem(loglevel="INFO")
+    assert root.handlers == before and before
+
+
+def _one_request():
+    """An ASGI receive: the empty body, then nothing until the app is done."""
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()
+
+    return receive
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_line_names_the_reader_without_a_query_of_its_own(client, caplog):
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from storyapp.asgi import application
+
+    reader = get_user_model().objects.create_user("reba", password="pw-for-reba-0")
+    client.force_login(reader)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+    caplog.set_level(logging.INFO, logger="loremaster.request")
+    logging.getLogger("loremaster.request").addHandler(caplog.handler)  # it does not propagate to the root
+
+    async def send(message):
+        pass
+
+    for path in ("/campaigns/", "/healthz"):
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
+                 "raw_path": path.encode(), "query_string": b"", "headers": [(b"cookie", cookie), (b"host", b"testserver")],
+                 "server": ("testserver", 80), "client": ("127.0.0.1", 5000), "scheme": "http", "root_path": ""}
+        asyncio.run(application(scope, _one_request(), send))
+    logging.getLogger("loremaster.request").removeHandler(caplog.handler)
+    listed, health = lines(caplog, "loremaster.request")[-2:]
+    assert (listed["status"], listed["reader"]) == (200, reader.pk)
+    assert health["reader"] is None, "a page that never loaded the user does not load it to log it"

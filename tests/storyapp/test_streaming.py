@@ -1,5 +1,6 @@
 """The narration stream: what is stored so far, then new text, resumable by event id."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -7,7 +8,7 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
-from storyapp import narration, services
+from storyapp import narration, services, views
 from storyapp.models import Action
 from tests.factories import PASSWORD, ActionFactory, CampaignFactory
 
@@ -53,14 +54,46 @@ def test_a_reconnect_resumes_after_the_last_event_id(client, campaign):
     assert _events(client, url + "?offset=10")[0][0] == "done"
 
 
-def test_a_stream_stops_following_a_narration_whose_worker_died(client, campaign):
+def test_a_stream_keeps_following_a_narration_whose_worker_died(client, campaign, monkeypatch):
+    """The workers' sweep hands it to another worker within seconds, so the
+    page waits for that rather than giving up (and reloading to no avail)."""
+    monkeypatch.setattr(views, "STREAM_MAX_SECONDS", 0.6)
     action = ActionFactory(
         campaign=campaign, kind=Action.Kind.AI, text="Half a sen", status=Action.Status.STREAMING,
         heartbeat=timezone.now() - timedelta(minutes=5),
     )
     client.login(username="alice", password=PASSWORD)
+    started = time.monotonic()
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert time.monotonic() - started >= 0.5
     assert [e[0] for e in events] == ["status", "chunk", "done"]
+
+
+def test_a_stream_ends_when_a_new_worker_starts_the_narration_afresh(client, campaign):
+    """Its text is shorter than what the page has: the page reloads the story."""
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="A n", status=Action.Status.STREAMING,
+                           heartbeat=timezone.now())
+    client.login(username="alice", password=PASSWORD)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]) + "?offset=10")
+    assert [e[0] for e in events] == ["status", "done"]
+
+
+@pytest.mark.parametrize(("queues", "says"), [
+    ("", "No narration worker is running"),
+    ("celery", "No narration worker is running"),
+    ("celery,narration", "Waiting for a worker"),
+])
+def test_a_waiting_narration_says_whether_any_worker_can_take_it(client, campaign, monkeypatch, queues, says):
+    from knowledge.models import WorkerHeartbeat
+
+    monkeypatch.setattr(views, "STREAM_MAX_SECONDS", 0.3)
+    if queues:
+        WorkerHeartbeat.objects.create(name="w@host:1", seen=timezone.now(), queues=queues)
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
+                           heartbeat=timezone.now())
+    client.login(username="alice", password=PASSWORD)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert events[0][0] == "status" and events[0][2].startswith(says)
 
 
 def test_a_narration_whose_worker_died_is_narrated_again(campaign, model):
@@ -131,6 +164,6 @@ def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaig
     action.refresh_from_db()
     assert action.status == Action.Status.PENDING, "the play page does not write on GET"
     model.script({"reply": "Found again."})
-    signals._sweep_story_work()
+    signals._sweep()
     action.refresh_from_db()
     assert action.status == Action.Status.DONE and action.text == "Found again."
