@@ -1,6 +1,7 @@
 from django import forms
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 
+from . import services
 from .models import KnowledgeSource
 
 
@@ -16,23 +17,26 @@ class UploadOptionsForm(forms.Form):
     always_include = forms.BooleanField(required=False, label="Always include (Canon only)")
 
     def clean(self):
+        """Asks the service's guard once for the whole upload, so the refusal
+        is said once, not once per file."""
         data = super().clean()
-        if data.get("always_include") and data.get("classification") != KnowledgeSource.Classification.CANON:
-            self.add_error("always_include", "Only Canon sources can be always included.")
+        try:
+            services.source_always_include_check(
+                classification=data.get("classification"), always_include=bool(data.get("always_include"))
+            )
+        except services.ImportRefused as exc:
+            self.add_error("always_include", str(exc))
         return data
 
 
 class SourceForm(forms.ModelForm):
+    """A source's settings. The always-include rule is checked by the model's
+    constraint, which a ModelForm validates (`validate_constraints`)."""
+
     class Meta:
         model = KnowledgeSource
         fields = ["title", "classification", "visibility", "always_include", "enabled"]
         labels = {"always_include": "Always include", "visibility": "Visibility"}
-
-    def clean(self):
-        data = super().clean()
-        if data.get("always_include") and data.get("classification") != KnowledgeSource.Classification.CANON:
-            self.add_error("always_include", "Only Canon sources can be always included.")
-        return data
 
 
 class LimitedUploadHandler(FileUploadHandler):

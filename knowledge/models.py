@@ -7,11 +7,13 @@ swapped in by one transaction; the job in flight is on `IndexJob`.
 """
 
 from django.contrib.postgres.search import SearchVectorField
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from storyapp.models import Campaign
+
+#: The name of KnowledgeSource's always-include constraint (see its Meta).
+ALWAYS_INCLUDE_CANON_ONLY = "knowledge_source_always_include_canon_only"
 
 
 class KnowledgeSource(models.Model):
@@ -63,19 +65,20 @@ class KnowledgeSource(models.Model):
         ordering = ["title", "id"]
         constraints = [
             models.UniqueConstraint(fields=["campaign", "sha256"], name="knowledge_source_unique_content"),
+            # The always-include rule, written here only: every passage of an
+            # always-included source goes into every prompt as what is true in
+            # the story, which only Canon is. The message is the one readers
+            # see; `services.source_always_include_check` asks this constraint.
             models.CheckConstraint(
                 condition=Q(always_include=False) | Q(classification="canon"),
-                name="knowledge_source_always_include_canon_only",
+                name=ALWAYS_INCLUDE_CANON_ONLY,
+                violation_error_message="Only Canon sources can be always included.",
             ),
         ]
         indexes = [models.Index(fields=["campaign", "index_state", "enabled"])]
 
     def __str__(self) -> str:
         return self.title
-
-    def clean(self) -> None:
-        if self.always_include and self.classification != self.Classification.CANON:
-            raise ValidationError({"always_include": "Only Canon sources can be always included."})
 
     @property
     def is_hidden(self) -> bool:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import connection
 
-from contextbuild.records import CANON, KnowledgeCandidate, KnowledgeResult, Rejection
+from contextbuild.records import KnowledgeCandidate, KnowledgeResult, Rejection
 
 from . import lexical, ranking, selectors, termstats
 from .embeddings import DTYPE
@@ -180,10 +180,11 @@ def _found(
 
 def _always_included(campaign_id: int) -> list[int]:
     """The always-included Canon passages' ids, asked of the few source rows
-    first: most campaigns have none, and then the passages are not read."""
+    first: most campaigns have none, and then the passages are not read.
+    Only Canon can be always included (the source's check constraint)."""
     sources = list(
         KnowledgeSource.objects.filter(
-            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, classification=CANON
+            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True
         ).values_list("pk", flat=True)
     )
     if not sources:

@@ -400,8 +400,10 @@ def _source(item, index: int) -> dict:
     if visibility not in VISIBILITIES:
         raise BundleError(f"{where}.visibility should be visible or hidden.")
     always = bool(_require(item, "always_include", bool, where, optional=True))
-    if always and classification != "canon":
-        raise BundleError(f"{where}: only Canon sources can be always included.")
+    try:
+        knowledge.source_always_include_check(classification=classification, always_include=always)
+    except knowledge.ImportRefused as exc:
+        raise BundleError(f"{where}: {exc}") from exc
     # A path in the name is dropped, and the text goes through the library
     # upload's checks (type, size, binary data), so a bundle cannot bring in
     # what an upload could not.

@@ -17,7 +17,7 @@ process on this host) is put back in the queue by `jobs_recover`.
 The modules, each importing only those listed after it:
 
 - `sources`: what a reader or an importer does to a source (upload, create,
-  change its settings, delete, re-index).
+  change its settings, delete, re-index), and the always-include guard.
 - `indexing`: running one job: the claim, chunking, embedding, the swap.
 - `liveness`: how long a job may go unheard from, worker heartbeats, and
   putting the jobs of dead workers back in the queue.
@@ -52,6 +52,7 @@ from .sources import (
     ImportResult,
     content_hash,
     human_size,
+    source_always_include_check,
     source_create,
     source_delete,
     source_index_now,
@@ -81,6 +82,7 @@ __all__ = [
     "job_retry",
     "job_run",
     "jobs_recover",
+    "source_always_include_check",
     "source_create",
     "source_delete",
     "source_index_now",

@@ -16,13 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from ..models import (
+    ALWAYS_INCLUDE_CANON_ONLY,
+    IndexJob,
+    KnowledgeChunk,
+    KnowledgeEmbedding,
+    KnowledgeSource,
+)
 from .indexing import RetryLater, job_run
 from .jobs import _enqueue, _job_for
 
@@ -97,6 +104,21 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def source_always_include_check(*, classification: str, always_include: bool) -> None:
+    """Raises ImportRefused, with the reader's message, when a source with
+    these settings would break the always-include rule (Canon only).
+
+    The rule and its message are the model's check constraint; this asks it
+    (one small query), so every write path refuses the way the library's
+    form does, instead of the database answering with an IntegrityError.
+    """
+    rule = next(c for c in Source._meta.constraints if c.name == ALWAYS_INCLUDE_CANON_ONLY)
+    try:
+        rule.validate(Source, Source(classification=classification, always_include=always_include))
+    except ValidationError as exc:
+        raise ImportRefused(" ".join(exc.messages)) from exc
+
+
 def source_create(
     *,
     campaign: Campaign,
@@ -114,8 +136,7 @@ def source_create(
     Raises DuplicateSource when the campaign already holds the same text,
     ImportRefused for always-include outside Canon.
     """
-    if always_include and classification != Source.Classification.CANON:
-        raise ImportRefused("Only Canon sources can be always included.")
+    source_always_include_check(classification=classification, always_include=always_include)
     name = PurePath(filename).name
     digest = content_hash(text)
     existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
@@ -191,8 +212,7 @@ def source_update(
 ) -> KnowledgeSource:
     """Changes how a source is used. None of these need a re-index: retrieval
     reads them from the source row at query time."""
-    if always_include and classification != Source.Classification.CANON:
-        raise ImportRefused("Only Canon sources can be always included.")
+    source_always_include_check(classification=classification, always_include=always_include)
     source.title = title.strip()[:200] or source.title
     source.classification = classification
     source.visibility = visibility

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.factories import CampaignFactory, EndpointProfileFactory
+from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory
 
 
 @pytest.fixture(autouse=True)
@@ -26,3 +26,8 @@ def embedded_campaign(alice, endpoint):
     return CampaignFactory(owner=alice, endpoint=endpoint, title="The Salt Road")
 
 
+@pytest.fixture
+def reader(client, alice):
+    """The test client, signed in as alice, who owns `campaign`."""
+    client.login(username="alice", password=PASSWORD)
+    return client

@@ -14,12 +14,6 @@ HX = {"HTTP_HX_REQUEST": "true"}
 LORE = "# Westhaven\n\n## The Harbour\n\nTides run high."
 
 
-@pytest.fixture
-def reader(client, alice):
-    client.login(username="alice", password=PASSWORD)
-    return client
-
-
 def post_files(client, campaign, *files, captured=None, **fields):
     data = {"files": list(files), "classification": "reference", "visibility": "visible", **fields}
     url = reverse("library_upload", kwargs={"pk": campaign.pk})

@@ -28,8 +28,10 @@ class Command(BaseCommand):
         target = Campaign.objects.filter(pk=campaign).first()
         if target is None:
             raise CommandError(f"No campaign with id {campaign}.")
-        if always_include and classification != KnowledgeSource.Classification.CANON:
-            raise CommandError("--always-include is for --class canon only.")
+        try:
+            services.source_always_include_check(classification=classification, always_include=always_include)
+        except services.ImportRefused as exc:
+            raise CommandError(f"--always-include: {exc}") from exc
         limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
         readable = []
         problems = []
