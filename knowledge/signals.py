@@ -98,6 +98,7 @@ def _sweep() -> None:
     except Exception:
         log.warning("The cache is unreachable; sweeping without the lock")
     services.jobs_recover(now=timezone.now())
+    services.jobs_resend_lost(now=timezone.now())
     with transaction.atomic():
         narration.recover_stale(now=timezone.now())
         derived.resend_stale()

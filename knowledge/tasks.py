@@ -19,5 +19,4 @@ def index_job(self, job_id: int) -> None:
             task_id=self.request.id or "",
         )
     except services.RetryLater as exc:
-        countdown = services.BACKOFF_SECONDS[min(retries, len(services.BACKOFF_SECONDS) - 1)]
-        raise self.retry(exc=exc, countdown=countdown) from exc
+        raise self.retry(exc=exc, countdown=exc.countdown) from exc

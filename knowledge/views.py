@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from storyapp.access import campaign_for
-from storyapp import health, narration
+from storyapp import health, narration, quotas
 from storyapp import selectors as story_selectors
 from storyapp.models import Campaign
 
@@ -110,6 +110,13 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
         return _too_many_files(request, campaign)
     if not uploads and not refused:
         return _upload_response(request, campaign, refused=["Choose one or more files to upload."])
+    try:
+        quotas.spend(quotas.UPLOADS, request.user.pk, amount=len(uploads))
+    except quotas.OverQuota as exc:
+        # The library as it is, the refusal above it, and a 429 (htmx swaps it in).
+        page = render(request, LIBRARY + ("#library" if request.htmx else ""),
+                      _library_context(campaign, refused=[str(exc)]))
+        return quotas.over_quota(page, exc)
     result = services.sources_import(
         campaign=campaign,
         files=((upload.name, upload.read()) for upload in uploads),

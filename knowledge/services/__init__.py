@@ -37,10 +37,11 @@ from .indexing import (
     job_claim,
     job_run,
 )
-from .jobs import job_cancel, job_retry
+from .jobs import FAIR_SHARE, dispatch, job_cancel, job_retry
 from .liveness import (
     STALE_AFTER,
     jobs_recover,
+    jobs_resend_lost,
     worker_gone,
     worker_heartbeat,
     worker_name,
@@ -77,7 +78,10 @@ __all__ = [
     "embeddings_refresh",
     "embeddings_refresh_for_profile",
     "human_size",
+    "FAIR_SHARE",
+    "dispatch",
     "job_cancel",
+    "jobs_resend_lost",
     "job_claim",
     "job_retry",
     "job_run",

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild.tokens import encoding
+from storyapp import liveness
 from storyapp.models import Campaign, EndpointProfile
 
 from .. import embeddings, lexical
@@ -37,7 +39,12 @@ Source = KnowledgeSource
 
 
 class RetryLater(Exception):
-    """The job met a temporary failure and went back to the queue."""
+    """The job met a temporary failure and went back to the queue, to be
+    tried again after `countdown` seconds."""
+
+    def __init__(self, error: str, countdown: int):
+        super().__init__(error)
+        self.countdown = countdown
 
 
 class _Abandoned(Exception):
@@ -98,16 +105,18 @@ def job_run(
         return None
     attempt = job.attempts
     try:
-        if job.kind == IndexJob.Kind.EMBED:
-            _run_embed(job, attempt, clock)
-        else:
-            _run_index(job, attempt, clock)
+        with liveness.beating(partial(_alive, job.pk, attempt, clock)):
+            if job.kind == IndexJob.Kind.EMBED:
+                _run_embed(job, attempt, clock)
+            else:
+                _run_index(job, attempt, clock)
     except _Abandoned:
         log.info("Index job %s was cancelled or taken over; stopping.", job_id)
     except embeddings.EmbeddingUnavailable as exc:
         if not final_attempt:
-            _job_release(job, attempt, str(exc), now=clock())
-            raise RetryLater(str(exc)) from exc
+            countdown = BACKOFF_SECONDS[min(attempt - 1, len(BACKOFF_SECONDS) - 1)]
+            _job_release(job, attempt, str(exc), retry_at=clock() + timedelta(seconds=countdown))
+            raise RetryLater(str(exc), countdown) from exc
         _job_fail(job, attempt, f"{exc} (gave up after {attempt} attempts)", now=clock())
     except embeddings.EmbeddingFailed as exc:
         _job_fail(job, attempt, str(exc), now=clock())
@@ -115,7 +124,13 @@ def job_run(
         log.exception("Index job %s failed", job_id)
         _job_fail(job, attempt, f"Indexing failed: {exc.__class__.__name__}: {exc}",
                   now=clock(), detail=traceback.format_exc())
+    _enqueue(job)  # this reader's next held job may go
     return IndexJob.objects.filter(pk=job_id).first()
+
+
+def _alive(job_id: int, attempt: int, clock: Callable[[], datetime]) -> None:
+    """The heartbeat, between progress updates (a slow embedding batch)."""
+    IndexJob.objects.filter(pk=job_id, state=IndexJob.State.RUNNING, attempts=attempt).update(heartbeat=clock())
 
 
 def _beat(job: IndexJob, attempt: int, *, now: datetime, progress: int, step: str) -> None:
@@ -306,9 +321,11 @@ def _follow_model_change(campaign: Campaign, embedded_with: str) -> None:
         transaction.on_commit(lambda: embeddings_refresh(campaign_ids=[campaign.pk]))
 
 
-def _job_release(job: IndexJob, attempt: int, error: str, *, now: datetime) -> None:
+def _job_release(job: IndexJob, attempt: int, error: str, *, retry_at: datetime) -> None:
+    """Back to the queue until its retry, dated then, so the sweep does not
+    take the wait for a lost message."""
     IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).update(
-        state=IndexJob.State.QUEUED, heartbeat=now, error=error, step="Waiting to retry after an endpoint error"
+        state=IndexJob.State.QUEUED, heartbeat=retry_at, error=error, step="Waiting to retry after an endpoint error"
     )
 
 

@@ -2,18 +2,35 @@
 
 Its own module because every other one queues work (a new source, a re-embed
 after a model change, a job requeued from a dead worker) and all of them must
-keep the same rule: at most one active job per source, sent on commit.
+keep the same rules: at most one active job per source, sent on commit, and
+a fair share of the workers for each reader.
+
+A queued job whose `heartbeat` is empty is held in the database; once sent
+to the broker, its heartbeat is the time it was sent (and, when running, the
+time its worker last beat).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
+from functools import partial
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from ..models import IndexJob, KnowledgeSource
 
+log = logging.getLogger(__name__)
+
 Source = KnowledgeSource
+#: Of one reader's index jobs, at most this many are sent to the workers
+#: (waiting in the broker or running) at once; the rest are held here and
+#: sent as earlier ones end. So a reader's library of sixty files never
+#: stands in front of another reader's one upload: that waits behind at most
+#: this many of them, then takes its turn.
+FAIR_SHARE = 2
 
 
 def _job_for(source: KnowledgeSource, *, kind: str) -> IndexJob:
@@ -37,9 +54,53 @@ def _job_for(source: KnowledgeSource, *, kind: str) -> IndexJob:
 
 
 def _enqueue(job: IndexJob) -> None:
+    """Sends the job's reader's next jobs once the transaction commits:
+    this one then, or as soon as the reader's earlier ones end."""
+    owner_id = IndexJob.objects.filter(pk=job.pk).values_list("source__campaign__owner_id", flat=True).first()
+    if owner_id is not None:
+        transaction.on_commit(partial(dispatch, owner_id=owner_id))
+
+
+def dispatch(*, owner_id: int) -> list[int]:
+    """Sends the reader's oldest held jobs, up to their FAIR_SHARE in flight.
+    A broker that refuses leaves the job held, for the workers' sweep."""
     from ..tasks import index_job
 
-    index_job.delay_on_commit(job.pk)
+    mine = IndexJob.objects.filter(source__campaign__owner_id=owner_id)
+    in_flight = mine.filter(
+        Q(state=IndexJob.State.RUNNING) | Q(state=IndexJob.State.QUEUED, heartbeat__isnull=False)
+    ).count()
+    held = (
+        mine.filter(state=IndexJob.State.QUEUED, heartbeat__isnull=True)
+        .order_by("created", "pk")
+        .values_list("pk", flat=True)[: max(0, FAIR_SHARE - in_flight)]
+    )
+    sent = []
+    for job_id in list(held):
+        if not IndexJob.objects.filter(pk=job_id, state=IndexJob.State.QUEUED, heartbeat__isnull=True).update(
+            heartbeat=timezone.now()
+        ):
+            continue
+        try:
+            index_job.delay(job_id)
+        except Exception:
+            log.exception("Could not send index job %s; it stays held for the sweep", job_id)
+            IndexJob.objects.filter(pk=job_id, state=IndexJob.State.QUEUED).update(heartbeat=None)
+            break
+        sent.append(job_id)
+    return sent
+
+
+def dispatch_held() -> None:
+    """The sweep's backstop: sends held jobs of every reader who has some
+    (a dispatch missed when a worker died between a job's end and its next)."""
+    owners = (
+        IndexJob.objects.filter(state=IndexJob.State.QUEUED, heartbeat__isnull=True)
+        .values_list("source__campaign__owner_id", flat=True)
+        .distinct()
+    )
+    for owner_id in list(owners):
+        dispatch(owner_id=owner_id)
 
 
 def _source_after_stop(source_id: int, error: str) -> None:
@@ -62,6 +123,7 @@ def job_cancel(*, job: IndexJob, now: datetime) -> bool:
     )
     if cancelled:
         _source_after_stop(job.source_id, "Indexing was cancelled by an operator. Press Re-index to try again.")
+        _enqueue(job)  # the reader's next held job may go
     return bool(cancelled)
 
 

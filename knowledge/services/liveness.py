@@ -11,20 +11,22 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 
+from storyapp import liveness
+
 from ..models import IndexJob, WorkerHeartbeat
-from .jobs import _enqueue
+from .jobs import _enqueue, dispatch_held
 
 log = logging.getLogger(__name__)
 
-#: A running job whose heartbeat is older than this is taken to be orphaned.
-#: Longer than one embedding request can take, so a slow endpoint is not
-#: mistaken for a dead worker; a worker restart on the same host recovers
-#: its dead predecessor's jobs at once instead (see `jobs_recover`).
-STALE_AFTER = timedelta(minutes=3)
+#: A running job whose heartbeat is older than this is taken to be orphaned
+#: (its worker beats while it runs: storyapp.liveness, the one definition);
+#: a worker restart on the same host recovers its dead predecessor's jobs at
+#: once instead (see `jobs_recover`).
+STALE_AFTER = liveness.STALE_AFTER
 
 
 def worker_name() -> str:
@@ -50,13 +52,33 @@ def jobs_recover(*, now: datetime, restarted_worker: str = "") -> list[int]:
     for job_id, worker in orphaned:
         with transaction.atomic():
             if IndexJob.objects.filter(pk=job_id, state=IndexJob.State.RUNNING, worker=worker).update(
-                state=IndexJob.State.QUEUED, step="Requeued: its worker stopped", worker=""
+                state=IndexJob.State.QUEUED, step="Requeued: its worker stopped", worker="", heartbeat=None
             ):
                 _enqueue(IndexJob(pk=job_id))
                 recovered.append(job_id)
     if recovered:
         log.warning("Requeued index jobs whose worker stopped: %s", recovered)
     return recovered
+
+
+def jobs_resend_lost(*, now: datetime) -> list[int]:
+    """Holds again the queued jobs whose message was sent STALE_AFTER ago
+    and never picked up (a Redis restart, a deleted queue), then sends the
+    held jobs again. A message that turns up after all is refused by the
+    claim; a job waiting its turn behind others' is sent twice, harmlessly,
+    and never more than FAIR_SHARE of one reader's."""
+    lost = list(
+        IndexJob.objects.filter(state=IndexJob.State.QUEUED, heartbeat__lt=now - STALE_AFTER).values_list(
+            "pk", flat=True
+        )
+    )
+    if lost:
+        IndexJob.objects.filter(pk__in=lost, state=IndexJob.State.QUEUED, heartbeat__lt=now - STALE_AFTER).update(
+            heartbeat=None
+        )
+        log.warning("Sending again index jobs whose message was not picked up: %s", lost)
+    dispatch_held()
+    return lost
 
 
 def _dead_here(worker: str, host: str, restarted_worker: str) -> bool:

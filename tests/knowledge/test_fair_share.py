@@ -1,0 +1,78 @@
+"""One reader's library cannot stand in front of another reader's upload:
+each reader has at most FAIR_SHARE index jobs sent to the workers at once,
+the rest held and sent as earlier ones end; a message lost in the broker is
+sent again; uploads are rate-limited per reader."""
+
+import html
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from knowledge import services, tasks
+from knowledge.models import IndexJob, KnowledgeSource
+from tests.factories import CampaignFactory
+from tests.knowledge.test_library_pages import md, post_files
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The job ids handed to the broker, in order (no worker runs them)."""
+    ids = []
+    monkeypatch.setattr(tasks.index_job, "delay", ids.append)
+    return ids
+
+
+def _sources(campaign, count, captured):
+    with captured(execute=True):
+        for n in range(count):
+            services.source_create(campaign=campaign, filename=f"{campaign.title}-{n}.md", text=f"# Part {n}\n\nText {n}.")
+    return list(IndexJob.objects.filter(source__campaign=campaign).order_by("pk").values_list("pk", flat=True))
+
+
+def test_a_readers_many_jobs_wait_their_turn_and_another_readers_job_goes_at_once(
+    alice, bob, lexical_profile, sent, django_capture_on_commit_callbacks,
+):
+    library = _sources(CampaignFactory(owner=alice, endpoint=lexical_profile, title="Big"), 6,
+                       django_capture_on_commit_callbacks)
+    assert sent == library[: services.FAIR_SHARE]
+    upload = _sources(CampaignFactory(owner=bob, endpoint=lexical_profile, title="Small"), 1,
+                      django_capture_on_commit_callbacks)
+    assert sent[-1] == upload[0], "the other reader's job is sent at once, not after the library"
+    held = IndexJob.objects.filter(pk__in=library, state=IndexJob.State.QUEUED, heartbeat__isnull=True)
+    assert held.count() == 6 - services.FAIR_SHARE
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.job_run(job_id=library[0], now=timezone.now())
+    assert IndexJob.objects.get(pk=library[0]).state == IndexJob.State.DONE
+    assert sent[-1] == library[services.FAIR_SHARE], "a finished job lets the reader's next one go"
+
+
+def test_a_job_whose_message_was_lost_is_sent_again(alice, lexical_profile, sent, django_capture_on_commit_callbacks):
+    [job_id] = _sources(CampaignFactory(owner=alice, endpoint=lexical_profile, title="One"), 1,
+                        django_capture_on_commit_callbacks)
+    assert services.jobs_resend_lost(now=timezone.now()) == [], "a message just sent is left to arrive"
+    later = timezone.now() + services.STALE_AFTER + timedelta(seconds=1)
+    assert services.jobs_resend_lost(now=later) == [job_id]
+    assert sent == [job_id, job_id]
+
+
+def test_a_job_waiting_for_its_retry_is_not_taken_for_lost(alice, lexical_profile, sent, django_capture_on_commit_callbacks):
+    [job_id] = _sources(CampaignFactory(owner=alice, endpoint=lexical_profile, title="One"), 1,
+                        django_capture_on_commit_callbacks)
+    IndexJob.objects.filter(pk=job_id).update(heartbeat=timezone.now() + timedelta(seconds=300))
+    assert services.jobs_resend_lost(now=timezone.now() + services.STALE_AFTER * 2) == []
+
+
+def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaign, settings):
+    settings.LOREMASTER_READER_RATES = {**settings.LOREMASTER_READER_RATES, "uploads": 2}
+    assert post_files(reader, campaign, md("a.md", "# A\n\nAlpha.")).status_code == 200
+    response = post_files(reader, campaign, md("b.md", "# B\n\nBeta."), md("c.md", "# C\n\nGamma."))
+    assert response.status_code == 429 and int(response["Retry-After"]) > 0
+    assert "limit of 2 lore files uploaded in an hour" in html.unescape(response.content.decode())
+    assert list(KnowledgeSource.objects.values_list("title", flat=True)) == ["A"]
+    without_htmx = reader.post(reverse("library_upload", kwargs={"pk": campaign.pk}),
+                               {"files": [md("d.md", "# D\n\nDelta."), md("e.md", "# E\n\nEps.")],
+                                "classification": "reference", "visibility": "visible"})
+    assert without_htmx.status_code == 429 and "limit of 2" in without_htmx.content.decode()
