@@ -25,6 +25,7 @@ import openai
 
 from contextbuild.builder import COMPLETION_STOP
 
+from . import netguard
 from .endpoints import validate_base_url
 from .models import EndpointProfile
 
@@ -102,7 +103,8 @@ def client_for(profile: EndpointProfile, *, timeout: float | None = None) -> ope
                 # Never follow a redirect: the allowlist checks the base URL,
                 # and a 307 from an allowed server would carry the whole
                 # prompt, hidden lore included, to a host it never checked.
-                http_client=openai.DefaultHttpxClient(follow_redirects=False),
+                # The transport checks the address each connection goes to.
+                http_client=openai.DefaultHttpxClient(follow_redirects=False, transport=netguard.openai_transport()),
             )
             _clients[profile.pk] = cached
     return cached[1].with_options(timeout=httpx.Timeout(seconds, connect=min(10.0, seconds)))
@@ -128,6 +130,13 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     where = f"the model endpoint “{profile.name}”"
     kind = "embedding model" if model else "model"
     model = model or profile.chat_model
+    if netguard.refusal_in(exc) is not None:
+        # The address is in the operators' log (netguard), not here.
+        return (
+            f"The host name of {where} resolved to an address this server's endpoint allowlist does not allow, "
+            "so Loremaster did not connect. An operator can list that address or range in "
+            "LOREMASTER_ENDPOINT_ALLOWLIST."
+        )
     if isinstance(exc, openai.APITimeoutError):
         return (
             f"{where} sent nothing for {profile.first_byte_timeout_seconds} seconds. Check that it is running "
@@ -403,7 +412,7 @@ def _http(profile: EndpointProfile, method: str, url: str, payload: dict | None 
     with _clients_lock:
         if _probe_http is None:
             # One pool for every probe: a new client costs an SSL context.
-            _probe_http = httpx.Client(follow_redirects=False)
+            _probe_http = httpx.Client(follow_redirects=False, transport=netguard.probe_transport())
     response = _probe_http.request(method, url, json=payload, headers=headers, timeout=timeout)
     if response.status_code != 200:
         return None
