@@ -7,6 +7,7 @@ import time
 
 from playwright.sync_api import expect
 
+from storyapp import quotas
 from storyapp.models import Action
 
 from tests.browser.helpers import horizontal_overflow
@@ -286,3 +287,15 @@ def test_the_story_state_corrected_by_hand_reaches_the_next_turn(page, campaign,
     [chat] = [r for r in model.requests() if r["path"].endswith("/chat/completions")]
     assert "Location: the lighthouse stair" in chat["messages"][-1]["content"]
     expect(panel.get_by_label("Where you are")).to_have_value("the lighthouse stair")
+
+
+def test_a_reader_over_the_turn_rate_is_told_so_and_keeps_the_words(page, campaign, alice, model):
+    """The 429 is swapped in like any answer: its message shows, and the
+    turn box still holds what the reader typed."""
+    quotas.spend(quotas.TURNS, alice.pk, amount=quotas.TURNS.limit)
+    open_play(page, campaign)
+    send(page, "I try the door once more.")
+    expect(page.locator("#story .error[role=alert]")).to_contain_text("limit of 30 turns in a minute")
+    expect(page.locator("#turn-text")).to_have_value("I try the door once more.")
+    assert not Action.objects.filter(campaign=campaign).exists()
+    page.console_errors[:] = [e for e in page.console_errors if "429" not in e]
