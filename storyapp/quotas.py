@@ -30,14 +30,15 @@ class Rate:
     name: str
     what: str  # the plural noun, for the message
     window_seconds: int
+    kept: str  # what the refusal leaves as it was, for the message
 
     @property
     def limit(self) -> int:
         return settings.LOREMASTER_READER_RATES[self.name]
 
 
-TURNS = Rate("turns", "turns", 60)
-UPLOADS = Rate("uploads", "lore files uploaded", 3600)
+TURNS = Rate("turns", "turns", 60, "nothing you typed is lost")
+UPLOADS = Rate("uploads", "lore files uploaded", 3600, "nothing from this upload was stored")
 
 
 def _window_text(seconds: int) -> str:
@@ -61,7 +62,7 @@ def spend(rate: Rate, reader_id: int, amount: int = 1, *, now: float | None = No
     retry_after = max(1, int((window + 1) * rate.window_seconds - now))
     raise OverQuota(
         f"You have reached this instance's limit of {rate.limit} {rate.what} in {_window_text(rate.window_seconds)}. "
-        f"Try again in {_wait_text(retry_after)}; nothing you typed is lost.",
+        f"Try again in {_wait_text(retry_after)}; {rate.kept}.",
         retry_after,
     )
 

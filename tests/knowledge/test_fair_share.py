@@ -70,7 +70,8 @@ def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaig
     assert post_files(reader, campaign, md("a.md", "# A\n\nAlpha.")).status_code == 200
     response = post_files(reader, campaign, md("b.md", "# B\n\nBeta."), md("c.md", "# C\n\nGamma."))
     assert response.status_code == 429 and int(response["Retry-After"]) > 0
-    assert "limit of 2 lore files uploaded in an hour" in html.unescape(response.content.decode())
+    page = html.unescape(response.content.decode())
+    assert "limit of 2 lore files uploaded in an hour" in page and "nothing from this upload was stored" in page
     assert list(KnowledgeSource.objects.values_list("title", flat=True)) == ["A"]
     without_htmx = reader.post(reverse("library_upload", kwargs={"pk": campaign.pk}),
                                {"files": [md("d.md", "# D\n\nDelta."), md("e.md", "# E\n\nEps.")],
