@@ -25,7 +25,10 @@ drops the database and flushes the Redis db. The logs stay, in the folder
 printed at the start, so a failed run can be read afterwards.
 
 A fault script stops and starts single processes (`stop`, `start`) while the
-rest run, and reads their logs (`log_path`).
+rest run, and reads their logs (`log_path`). With `private_redis=True` the
+stack runs a Redis server of its own on a free loopback port (no persistence,
+db 0), a process like the others named "redis", so a fault script can kill
+and restart it without touching the machine's shared Redis.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROCFILE_PROCESSES = ("web", "worker", "narrator")
 #: Front to back: the web first, so no stream is left waiting on a narration
 #: whose narrator has already gone (uvicorn waits for open responses on TERM).
-STOP_ORDER = ("web", "narrator", "worker", "model")
+STOP_ORDER = ("web", "narrator", "worker", "model", "redis")
 #: Taken from the parent's environment by no process here: each would change
 #: what is measured (an eager Celery, a real model, another database or key).
 INHERITED_OUT = ("DEBUG", "CELERY_TASK_ALWAYS_EAGER", "DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL",
@@ -104,8 +107,17 @@ class Stack:
     def __init__(self, *, label: str = "stack", redis_db: int = 12,
                  postgres: str = "postgres://postgres@127.0.0.1:5432", redis_url: str = "redis://127.0.0.1:6379",
                  python: str = sys.executable, https: bool = True, env: dict[str, str] | None = None,
-                 model_args: tuple[str, ...] = (), ready_timeout: float = 120):
-        if redis_db in RESERVED_REDIS_DBS:
+                 model_args: tuple[str, ...] = (), ready_timeout: float = 120, private_redis: bool = False,
+                 redis_server: str = "redis-server"):
+        self.private_redis = private_redis
+        self.redis_server = redis_server
+        self.redis_port: int | None = None
+        if private_redis:
+            # A server of our own: its db 0, on a port nobody else uses.
+            redis_db = 0
+            self.redis_port = free_port()
+            redis_url = f"redis://127.0.0.1:{self.redis_port}"
+        elif redis_db in RESERVED_REDIS_DBS:
             raise StackError(f"Redis db {redis_db} is the test suite's; choose another")
         self.label = label
         self.redis_db = redis_db
@@ -145,6 +157,14 @@ class Stack:
     def _up(self) -> None:
         self.work = Path(tempfile.mkdtemp(prefix=f"loremaster-{self.label}."))
         say(f"logs in {self.work}")
+        if self.private_redis:
+            server = shutil.which(self.redis_server)
+            if server is None:
+                raise StackError(f"private_redis needs {self.redis_server} on the PATH")
+            self.commands["redis"] = " ".join(map(shlex.quote, [
+                server, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--dir", str(self.work)]))
+            self.start("redis")
         self._claim_redis()
         with self._admin() as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
@@ -159,8 +179,8 @@ class Stack:
             raise StackError(f"the Procfile has no {', '.join(missing)} process")
         model = [shlex.quote(self.python), "manage.py", "serve_demo_model", "--port", str(self.model_port),
                  *map(shlex.quote, self.model_args)]
-        self.commands = {"model": " ".join(model), **{name: procfile[name] for name in PROCFILE_PROCESSES}}
-        for name in self.commands:
+        self.commands.update({"model": " ".join(model), **{name: procfile[name] for name in PROCFILE_PROCESSES}})
+        for name in ("model", *PROCFILE_PROCESSES):
             self.start(name)
         self.wait_ready()
 
@@ -180,7 +200,7 @@ class Stack:
                 say(f"dropped database {self.database}")
             except psycopg.Error as exc:
                 say(f"could not drop database {self.database}: {exc}")
-        if self._claimed_redis:
+        if self._claimed_redis and not self.private_redis:  # a private server went with its process
             try:
                 redis.Redis.from_url(self.redis_url).flushdb()
                 self._claimed_redis = False
@@ -193,7 +213,7 @@ class Stack:
             say(f"logs kept in {self.work}")
 
     def _claim_redis(self) -> None:
-        client = redis.Redis.from_url(self.redis_url)
+        client = self.redis()
         keys = client.dbsize()
         if keys:
             raise StackError(f"Redis db {self.redis_db} holds {keys} keys; choose an empty one")
@@ -231,11 +251,45 @@ class Stack:
         """Starts one of the stack's processes (again), appending to its log."""
         command = self.commands[name]
         with open(self.log_path(name), "ab") as log:
-            proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
+            # The private Redis starts before the stack's environment is made; it needs none of it.
+            proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=ROOT, env=self.env or None, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[name] = proc
         say(f"started {name} (pid {proc.pid}): {command}")
+        if name == "redis":
+            self.wait_redis()
         return proc
+
+    def redis(self) -> redis.Redis:
+        """A client of the stack's Redis db (the private server's db 0, or the shared server's `redis_db`)."""
+        return redis.Redis.from_url(self.redis_url, socket_timeout=5, socket_connect_timeout=2)
+
+    def wait_redis(self, timeout: float = 20) -> None:
+        """Until the stack's Redis answers PING: a private server takes a moment to listen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.redis().ping():
+                    return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise StackError(f"Redis at {self.redis_url} did not answer within {timeout:.0f} s:\n"
+                                     f"{tail(self.log_path('redis'))}") from None
+                self._check_alive("redis")
+            time.sleep(0.1)
+
+    def wait_model(self, timeout: float = 30) -> None:
+        """Until the model server answers (after a start or a restart)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.model_url}/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            self._check_alive("model")
+            time.sleep(0.2)
+        raise StackError(f"the model server did not answer within {timeout:.0f} s:\n{tail(self.log_path('model'))}")
 
     def stop(self, name: str, *, sig: int = signal.SIGTERM, timeout: float = 15) -> int | None:
         """Sends `sig` to the process's group (its session, so its children
@@ -263,10 +317,14 @@ class Stack:
         return status
 
     def check_alive(self) -> None:
-        for name, proc in self.processes.items():
-            if proc.poll() is not None:
-                raise StackError(f"{name} (pid {proc.pid}) ended with status {proc.returncode}:\n"
-                                 f"{tail(self.log_path(name))}")
+        for name in self.processes:
+            self._check_alive(name)
+
+    def _check_alive(self, name: str) -> None:
+        proc = self.processes.get(name)
+        if proc is not None and proc.poll() is not None:
+            raise StackError(f"{name} (pid {proc.pid}) ended with status {proc.returncode}:\n"
+                             f"{tail(self.log_path(name))}")
 
     def readiness(self) -> dict | None:
         """What /readyz says, or None when nothing (or not JSON) answers."""
@@ -360,7 +418,7 @@ class Stack:
         their leader's process group). Linux only: empty without /proc."""
         names = {proc.pid: name for name, proc in self.processes.items()}
         used = dict.fromkeys(self.processes, 0.0)
-        for pid, fields in _proc_stats():
+        for _pid, fields in _proc_stats():
             # After the command: state, ppid, pgrp, ..., utime (the 12th), stime, cutime, cstime.
             name = names.get(int(fields[2]))
             if name is not None:
