@@ -6,7 +6,7 @@ from django.utils import timezone
 from . import services
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=services.MAX_RETRIES)
+@shared_task(bind=True, ignore_result=True, max_retries=services.MAX_RETRIES)
 def index_job(self, job_id: int) -> None:
     """Runs one index job. The claim inside `job_run` makes a redelivery or
     a second copy harmless; a temporary endpoint failure comes back later."""

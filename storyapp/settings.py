@@ -214,7 +214,13 @@ else:
 
 # ---------------------------------------------------------------- Celery
 REDIS_URL = env_str("REDIS_URL")
-CELERY_TASK_ACKS_LATE = True
+#: A message is acknowledged as its task starts. The database, not the
+#: broker, says what is unfinished (storyapp.liveness: the workers' sweep
+#: hands a dead worker's work to another), and an unacknowledged message is
+#: what brings a Celery 5.7 worker down when Redis restarts: kombu restores
+#: it through the connection it has just closed (AttributeError on
+#: `hostname`, seen by bin/faults).
+CELERY_TASK_ACKS_LATE = False
 #: Narrations have a queue of their own, served by a thread pool (they wait
 #: on the model, not the CPU), so an import or a summary never holds a
 #: reader's turn behind it; everything else stays on the default queue.
@@ -230,7 +236,6 @@ LOREMASTER_READER_RATES = {
 #: Campaigns one reader may own.
 LOREMASTER_CAMPAIGNS_PER_READER = env_int("LOREMASTER_CAMPAIGNS_PER_READER", 100)
 CELERY_TASK_ROUTES = {"storyapp.tasks.narrate_action": {"queue": NARRATION_QUEUE}}
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 #: Celery would replace the root logger's handlers with its own plain-text
@@ -239,8 +244,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    # Longer than any narration or index job, so an unacknowledged task is not
-    # redelivered to a second worker while the first is still on it.
+    # A message fetched but not yet started is redelivered after this long if
+    # its worker dies; the sweep has sent the work again long before.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _CELERY_DIR = VAR_DIR / "celery"

@@ -4,9 +4,9 @@ from . import derived, narration, prompting
 from .models import DerivedJob, EndpointProfile
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@shared_task(ignore_result=True)
 def narrate_action(action_id: int) -> None:
-    """Thin wrapper: the claim inside `narrate` makes a redelivery harmless."""
+    """Thin wrapper: the claim inside `narrate` makes a second copy (the sweep's re-send) harmless."""
     narration.narrate(action_id)
 
 
@@ -19,10 +19,10 @@ def probe_endpoint(profile_id: int) -> None:
         prompting.probed(profile)
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=DerivedJob.MAX_ATTEMPTS - 1)
+@shared_task(bind=True, ignore_result=True, max_retries=DerivedJob.MAX_ATTEMPTS - 1)
 def derive(self, job_id: int) -> None:
     """Runs one summary or memory job; the job row keeps the attempts, so a
-    redelivery after a killed worker counts as one more, not as a first."""
+    re-send after a killed worker counts as one more, not as a first."""
     retries = self.request.retries
     try:
         derived.run(job_id, final_attempt=retries >= self.max_retries)
