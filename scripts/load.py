@@ -16,9 +16,10 @@ own, with the scripted model server on loopback. Then:
    the library, a turn posted as the play page's form posts it (htmx, with
    CSRF), the narration's event stream followed to its `done`, then the
    story partial the page fetches on `done`; every `--upload-every` turns it
-   uploads a small Markdown lore file through the library's form. There is
-   no pause between pages unless `--think` asks for one, so by default every
-   reader is always waiting on the server: the hardest load N readers make.
+   uploads a small Markdown lore file through the library's form. A reader
+   pauses `--think` seconds (1) after each page it reads, far less than a
+   person reads a narration; `--think 0` makes every reader wait on the
+   server all the time, a stress load that saturates two cores with 20.
    A reader submits one turn at a time, so the app's cap of narrations per reader is
    never reached by design; a refusal by a deliberate limit (a 429, or that
    cap) is counted apart from the errors.
@@ -547,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long after --seconds the last rounds may take before they count as stuck")
     parser.add_argument("--upload-every", type=int, default=5, metavar="TURNS",
                         help="each reader uploads a lore file every this many turns (0: never)")
-    parser.add_argument("--think", type=float, default=0, metavar="SECONDS",
-                        help="a reader's pause after each page it reads (0: none, the hardest load)")
+    parser.add_argument("--think", type=float, default=1, metavar="SECONDS",
+                        help="a reader's pause after each page it reads (0: none, a stress load)")
     parser.add_argument("--max-requests", type=int, default=100_000)
     parser.add_argument("--p95-ms", type=float, default=300, help="the play page's p95 must stay under this")
     parser.add_argument("--redis-db", type=int, default=12)
