@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from .models import Campaign
+
 
 class OverQuota(Exception):
     """A reader went over a limit; `retry_after` is in seconds (0: not a rate)."""
@@ -74,8 +76,9 @@ def _wait_text(seconds: int) -> str:
     return f"{minutes} minutes"
 
 
-def campaign_room(owned: int) -> None:
-    """Raises OverQuota when a reader who owns `owned` campaigns may start no other."""
+def campaign_room(reader) -> None:
+    """Raises OverQuota when the reader owns as many campaigns as they may."""
+    owned = Campaign.objects.filter(owner=reader).count()
     cap = settings.LOREMASTER_CAMPAIGNS_PER_READER
     if owned >= cap:
         raise OverQuota(

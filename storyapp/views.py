@@ -27,7 +27,6 @@ from django_htmx.http import trigger_client_event
 
 from . import bundle, health, inspector, lineage, quotas, selectors, services, storyexport
 from .access import action_for, campaign_for
-from .quotas import over_quota
 from .forms import (
     ActionEditForm,
     BundleUploadForm,
@@ -89,10 +88,10 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         return redirect("campaign_list")
     upload = form.cleaned_data["bundle"]
     try:
-        quotas.campaign_room(Campaign.objects.filter(owner=request.user).count())
+        quotas.campaign_room(request.user)
     except quotas.OverQuota as exc:
         messages.error(request, f"Nothing was imported: {exc}")
-        return over_quota(_campaign_list(request), exc)
+        return quotas.over_quota(_campaign_list(request), exc)
     if upload.size > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
         messages.error(request, f"{upload.name} is too large to be a campaign bundle.")
         return redirect("campaign_list")
@@ -239,10 +238,10 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            quotas.campaign_room(Campaign.objects.filter(owner=request.user).count())
+            quotas.campaign_room(request.user)
         except quotas.OverQuota as exc:
             form.add_error(None, str(exc))
-            return over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)
+            return quotas.over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)
         campaign = form.save(commit=False)
         campaign.owner = request.user
         campaign.save()
@@ -358,7 +357,7 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed)
     except quotas.OverQuota as exc:
-        return over_quota(_story_response(request, campaign, error=str(exc), text=typed), exc)
+        return quotas.over_quota(_story_response(request, campaign, error=str(exc), text=typed), exc)
     response = _story_response(request, campaign)
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
@@ -374,7 +373,7 @@ def _story_command(request: HttpRequest, pk: int, command, *, event: str = "", r
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc))
     except quotas.OverQuota as exc:
-        return over_quota(_story_response(request, campaign, error=str(exc)), exc)
+        return quotas.over_quota(_story_response(request, campaign, error=str(exc)), exc)
     response = _story_response(request, campaign)
     return trigger_client_event(response, event) if event and request.htmx else response
 
