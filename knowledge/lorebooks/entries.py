@@ -1,0 +1,99 @@
+"""What every lorebook importer produces: a format's entries as plain records.
+
+Readers arrive with lore written by other tools (SillyTavern, NovelAI, AI
+Dungeon, KoboldAI, character cards). Each importer reads one format into
+these records and nothing else, so the library stores every format the same
+way: an entry's title, text and keys become a passage and its lexical
+evidence, its flags map to Loremaster's (enabled, always included), and
+whatever the format carries that Loremaster does not use is kept in
+`extras`, never dropped. Pure Python: no Django, no database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class LorebookError(ValueError):
+    """A file that claims a format but breaks it. The message names the
+    format, the entry and the field, so a reader can find the fault."""
+
+    def __init__(self, format_name: str, problem: str, *, entry: str | int | None = None, field: str = ""):
+        where = [format_name]
+        if entry is not None:
+            where.append(f"entry {entry}")
+        if field:
+            where.append(f"field “{field}”")
+        super().__init__(f"{', '.join(where)}: {problem}")
+        self.format_name, self.entry, self.field = format_name, entry, field
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One lore entry. `keys` are matched as words; `regex_keys` are
+    patterns written `/pattern/flags`, kept as written; `secondary_keys` are
+    the optional second set some formats have (SillyTavern's
+    `keysecondary`). `extras` holds the entry's other fields, by the
+    format's own names, with SillyTavern-style defaults filled in where the
+    file left them out."""
+
+    title: str
+    text: str
+    keys: tuple[str, ...] = ()
+    secondary_keys: tuple[str, ...] = ()
+    regex_keys: tuple[str, ...] = ()
+    enabled: bool = True
+    constant: bool = False
+    extras: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CharacterCard:
+    """What a character card carries besides its book: enough to start a
+    campaign (the opening scene, the persona the narrator plays, the plot
+    essentials)."""
+
+    name: str
+    description: str = ""
+    personality: str = ""
+    scenario: str = ""
+    first_message: str = ""
+    alternate_greetings: tuple[str, ...] = ()
+    extras: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lorebook:
+    """A whole file: its format (with version), its name, its entries in
+    the file's order, book-level extras, notes for the import report (an
+    empty book, a stale embedded copy ignored), and the card, for a
+    character card."""
+
+    format: str
+    name: str
+    entries: tuple[Entry, ...]
+    extras: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    card: CharacterCard | None = None
+
+
+def split_keys(value) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Plain keys and regex keys from a list of strings: a key written
+    `/pattern/flags` is a regular expression. Blank keys are dropped and
+    duplicates kept once, in order."""
+    plain, patterns, seen = [], [], set()
+    for raw in value or ():
+        key = str(raw).strip()
+        if not key or key in seen:
+            continue
+        seen.add(key)
+        (patterns if is_regex_key(key) else plain).append(key)
+    return tuple(plain), tuple(patterns)
+
+
+def is_regex_key(key: str) -> bool:
+    """`/pattern/` with optional flags (SillyTavern's convention)."""
+    if len(key) < 3 or not key.startswith("/"):
+        return False
+    end = key.rfind("/")
+    return end > 0 and all(flag in "gimsuy" for flag in key[end + 1:])
