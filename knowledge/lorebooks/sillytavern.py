@@ -80,7 +80,7 @@ def parse_world_info(data: dict, *, name: str) -> Lorebook:
     """
     if not isinstance(data, dict):
         raise LorebookError(
-            FORMAT, f"the file holds a JSON {_json_type(data)}, not an object"
+            FORMAT, f"the file holds a JSON {json_type(data)}, not an object"
         )
     if "entries" not in data:
         raise LorebookError(FORMAT, "the file has no “entries”", field="entries")
@@ -94,7 +94,7 @@ def parse_world_info(data: dict, *, name: str) -> Lorebook:
     else:
         raise LorebookError(
             FORMAT,
-            f"“entries” is a {_json_type(raw_entries)}, not an object keyed by uid",
+            f"“entries” is a {json_type(raw_entries)}, not an object keyed by uid",
             field="entries",
         )
 
@@ -138,12 +138,12 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
     """
     if not isinstance(raw, dict):
         raise LorebookError(
-            format_name, f"the entry is a {_json_type(raw)}, not an object", entry=uid
+            format_name, f"the entry is a {json_type(raw)}, not an object", entry=uid
         )
     uid = raw.get("uid", uid)
 
-    keys = _keys(raw.get("key"), format_name=format_name, uid=uid, field="key")
-    secondary = _keys(
+    keys = read_keys(raw.get("key"), format_name=format_name, uid=uid, field="key")
+    secondary = read_keys(
         raw.get("keysecondary"), format_name=format_name, uid=uid, field="keysecondary"
     )
     plain, patterns = split_keys(keys)
@@ -155,16 +155,16 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
     if not isinstance(content, str):
         raise LorebookError(
             format_name,
-            f"the content is a {_json_type(content)}, not text",
+            f"the content is a {json_type(content)}, not text",
             entry=uid,
             field="content",
         )
 
-    constant = _flag(raw, "constant", False, format_name=format_name, uid=uid)
+    constant = read_flag(raw, "constant", False, format_name=format_name, uid=uid)
     if "disable" in raw:
-        enabled = not _flag(raw, "disable", False, format_name=format_name, uid=uid)
+        enabled = not read_flag(raw, "disable", False, format_name=format_name, uid=uid)
     else:
-        enabled = _flag(raw, "enabled", True, format_name=format_name, uid=uid)
+        enabled = read_flag(raw, "enabled", True, format_name=format_name, uid=uid)
 
     extras = {"uid": uid}
     defaulted = []
@@ -205,7 +205,7 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
     )
 
 
-def _keys(value, *, format_name: str, uid, field: str) -> list[str]:
+def read_keys(value, *, format_name: str, uid, field: str) -> list[str]:
     """A key list: a list of strings (numbers are read as their text), a
     single string taken as one key, or nothing."""
     if value is None:
@@ -215,7 +215,7 @@ def _keys(value, *, format_name: str, uid, field: str) -> list[str]:
     if not isinstance(value, list):
         raise LorebookError(
             format_name,
-            f"the keys are a {_json_type(value)}, not a list of strings",
+            f"the keys are a {json_type(value)}, not a list of strings",
             entry=uid,
             field=field,
         )
@@ -228,14 +228,14 @@ def _keys(value, *, format_name: str, uid, field: str) -> list[str]:
         else:
             raise LorebookError(
                 format_name,
-                f"a key is a {_json_type(key)}, not a string",
+                f"a key is a {json_type(key)}, not a string",
                 entry=uid,
                 field=field,
             )
     return keys
 
 
-def _flag(raw: dict, field: str, default: bool, *, format_name: str, uid) -> bool:
+def read_flag(raw: dict, field: str, default: bool, *, format_name: str, uid) -> bool:
     """A boolean as tools write them: true/false, 0/1, "true"/"false"."""
     value = raw.get(field, default)
     if value is None:
@@ -257,7 +257,7 @@ def _flag(raw: dict, field: str, default: bool, *, format_name: str, uid) -> boo
     )
 
 
-def _json_type(value) -> str:
+def json_type(value) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
