@@ -49,6 +49,7 @@ from knowledge.lorebooks.sillytavern import (
     LOGIC_NAMES,
     POSITION_NAMES,
     ROLE_NAMES,
+    enum_name,
     json_type,
     parse_entry,
     read_flag,
@@ -523,9 +524,9 @@ def _book_entry(raw, *, index: int, format_name: str, version: str) -> Entry:
     )
     if "position" in raw:
         extras["card_position"] = raw["position"]
-    extras["position_name"] = POSITION_NAMES.get(extras["position"], "unknown")
-    extras["selectiveLogic_name"] = LOGIC_NAMES.get(extras["selectiveLogic"], "unknown")
-    extras["role_name"] = ROLE_NAMES.get(extras["role"], "unknown")
+    extras["position_name"] = enum_name(POSITION_NAMES, extras["position"])
+    extras["selectiveLogic_name"] = enum_name(LOGIC_NAMES, extras["selectiveLogic"])
+    extras["role_name"] = enum_name(ROLE_NAMES, extras["role"])
     if "position" not in extensions and "position" not in raw:
         defaulted.append("position")
     if defaulted:

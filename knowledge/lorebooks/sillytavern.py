@@ -184,9 +184,9 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
             extras[field_name] = value
     if secondary_patterns:
         extras["keysecondary_regex"] = list(secondary_patterns)
-    extras["position_name"] = POSITION_NAMES.get(extras["position"], "unknown")
-    extras["selectiveLogic_name"] = LOGIC_NAMES.get(extras["selectiveLogic"], "unknown")
-    extras["role_name"] = ROLE_NAMES.get(extras["role"], "unknown")
+    extras["position_name"] = enum_name(POSITION_NAMES, extras["position"])
+    extras["selectiveLogic_name"] = enum_name(LOGIC_NAMES, extras["selectiveLogic"])
+    extras["role_name"] = enum_name(ROLE_NAMES, extras["role"])
     if defaulted:
         extras["defaulted"] = defaulted
 
@@ -203,6 +203,14 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
         constant=constant,
         extras=extras,
     )
+
+
+def enum_name(names: dict, value) -> str:
+    """The readable name of a numbered setting; "unknown" for a number
+    SillyTavern does not define or a value that is not a number."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names.get(value, "unknown")
+    return "unknown"
 
 
 def read_keys(value, *, format_name: str, uid, field: str) -> list[str]:

@@ -356,3 +356,13 @@ def test_file_without_an_entries_object_is_refused(data, words):
     with pytest.raises(LorebookError) as caught:
         parse_world_info(data, name="x")
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("position", [7, "4", [4], None])
+def test_position_sillytavern_does_not_define_is_kept_and_named_unknown(position):
+    book = parse_world_info(
+        {"entries": {"0": {"key": ["a"], "content": "x", "position": position}}},
+        name="x",
+    )
+    assert book.entries[0].extras["position"] == position
+    assert book.entries[0].extras["position_name"] == "unknown"
