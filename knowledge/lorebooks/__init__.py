@@ -1,9 +1,11 @@
 """Lorebooks, world info and character cards from other tools (issue 14).
 
 `entries` holds the records every importer produces; one module per format
-reads it. Detection is by content, never by the file name alone.
+reads into them; `detect.read` picks the format by content, never by the
+file name alone.
 """
 
+from .detect import read
 from .entries import CharacterCard, Entry, Lorebook, LorebookError, is_regex_key, split_keys
 
-__all__ = ["CharacterCard", "Entry", "Lorebook", "LorebookError", "is_regex_key", "split_keys"]
+__all__ = ["CharacterCard", "Entry", "Lorebook", "LorebookError", "is_regex_key", "read", "split_keys"]

@@ -1,0 +1,80 @@
+"""Which format a file is, read off its content, never its name alone.
+
+Readers' files arrive renamed, with a `.json` that could be anything, or a
+character card saved as `.png`; so the bytes decide. None means the file is
+not a lorebook at all (Markdown or plain text go the usual way); a JSON file
+that is no format Loremaster knows gets a refusal that lists the ones it does.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import aidungeon, cards, koboldai, novelai, sillytavern
+from .entries import Lorebook, LorebookError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG), NovelAI lorebooks, stories "
+         "and scenarios, AI Dungeon story cards and world info, KoboldAI world info")
+CARD_FIELDS = {"first_mes", "char_name", "char_persona", "char_greeting"}
+
+
+def read(data: bytes, *, name: str) -> Lorebook | None:
+    """The file as a Lorebook, None when it is not JSON or a PNG (text), or
+    LorebookError when it is JSON or a PNG of no format Loremaster reads."""
+    if data.startswith(PNG_SIGNATURE):
+        return cards.parse_card_png(data, name=name)
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    except RecursionError:
+        raise LorebookError("JSON", "the file nests too deeply to be a lorebook") from None
+    return parse(document, name=name)
+
+
+def parse(document, *, name: str) -> Lorebook:
+    """A decoded JSON document, by the fields that mark each format."""
+    if isinstance(document, list):
+        return _parse_list(document, name=name)
+    if not isinstance(document, dict):
+        raise LorebookError("JSON", f"a {type(document).__name__} is not a lorebook; Loremaster reads {KNOWN}")
+    if _is_card(document):
+        return cards.parse_card_json(document, name=name)
+    if "lorebookVersion" in document:
+        return novelai.parse_lorebook(document, name=name)
+    if "storyContainerVersion" in document or "scenarioVersion" in document:
+        return novelai.parse_story(document, name=name)
+    if "worldinfo" in document or "worldinfo_v2" in document:
+        return koboldai.parse(document, name=name)
+    if isinstance(document.get("entries"), (dict, list)) or document.get("entries", 0) is None:
+        return sillytavern.parse_world_info(document, name=name)
+    if any(key in document for key in ("storyCards", "worldInfo", "worldInfos", "cards")):
+        return aidungeon.parse(document, name=name)
+    if isinstance(document.get("lorebook"), dict):
+        return novelai.parse_story(document, name=name)
+    raise LorebookError("JSON", f"this is not a format Loremaster reads; it reads {KNOWN}")
+
+
+def _is_card(document: dict) -> bool:
+    spec = document.get("spec")
+    if isinstance(spec, str) and spec.startswith("chara_card"):
+        return True
+    return bool(CARD_FIELDS & document.keys()) or (
+        isinstance(document.get("data"), dict) and "first_mes" in document["data"]
+    )
+
+
+def _parse_list(document: list, *, name: str) -> Lorebook:
+    """Bare arrays: AI Dungeon's cards (`value`) and world info (`entry`),
+    KoboldAI's world info (`key` and `content`)."""
+    first = next((item for item in document if isinstance(item, dict)), None)
+    if first is None:
+        if document:
+            raise LorebookError("JSON", f"a list of {type(document[0]).__name__} is not a lorebook; Loremaster reads {KNOWN}")
+        raise LorebookError("JSON", f"an empty list is not a lorebook; Loremaster reads {KNOWN}")
+    if "content" in first and ("key" in first or "keysecondary" in first):
+        return koboldai.parse(document, name=name)
+    if "keys" in first or "value" in first or "entry" in first:
+        return aidungeon.parse(document, name=name)
+    raise LorebookError("JSON", f"this list is not a format Loremaster reads; it reads {KNOWN}")
