@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from .entries import Entry, Lorebook, LorebookError, split_keys
+from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys
 
 CARDS = "AI Dungeon story cards"
 WORLD_INFO = "AI Dungeon world info"
@@ -71,15 +71,15 @@ def _cards(data) -> tuple[list, str | None]:
                 if cards is None:
                     return [], key
                 if not isinstance(cards, list):
-                    raise LorebookError(CARDS, f"“{key}” must be a list, found {_kind(cards)}", field=key)
+                    raise LorebookError(CARDS, f"“{key}” must be a list, found {kind_of(cards)}", field=key)
                 return cards, key
         raise LorebookError(CARDS, f"expected a list of cards or an object with one of {', '.join(_WRAPPERS)}")
-    raise LorebookError(CARDS, f"expected a list of cards, found {_kind(data)}")
+    raise LorebookError(CARDS, f"expected a list of cards, found {kind_of(data)}")
 
 
 def _entry(raw, index: int, format_name: str) -> Entry | None:
     if not isinstance(raw, dict):
-        raise LorebookError(format_name, f"a card must be an object, found {_kind(raw)}", entry=index)
+        raise LorebookError(format_name, f"a card must be an object, found {kind_of(raw)}", entry=index)
     title = raw.get("title") if isinstance(raw.get("title"), str) else ""
     label = title.strip() or index
 
@@ -88,7 +88,7 @@ def _entry(raw, index: int, format_name: str) -> Entry | None:
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise LorebookError(format_name, f"{text_field} must be a string, found {_kind(text)}", entry=label, field=text_field)
+        raise LorebookError(format_name, f"{text_field} must be a string, found {kind_of(text)}", entry=label, field=text_field)
 
     written, suffixes = _split(raw.get("keys"), format_name, label)
     plain, patterns, as_regex = [], [], {}
@@ -132,7 +132,7 @@ def _split(raw, format_name: str, label) -> tuple[list[str], dict]:
     elif isinstance(raw, list) and all(isinstance(key, str) for key in raw):
         parts = raw
     else:
-        raise LorebookError(format_name, f"keys must be a comma-separated string, found {_kind(raw)}", entry=label, field="keys")
+        raise LorebookError(format_name, f"keys must be a comma-separated string, found {kind_of(raw)}", entry=label, field="keys")
     keys, suffixes = [], {}
     for part in parts:
         key = part.strip()
@@ -179,9 +179,3 @@ def _destring(value):
             except ValueError:
                 return value
     return value
-
-
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )

@@ -97,3 +97,10 @@ def is_regex_key(key: str) -> bool:
         return False
     end = key.rfind("/")
     return end > 0 and all(flag in "gimsuy" for flag in key[end + 1:])
+
+
+def kind_of(value) -> str:
+    """A JSON value's kind in a reader's words, for refusals ("found a list")."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )

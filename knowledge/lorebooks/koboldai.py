@@ -19,7 +19,7 @@ records `match: "substring"`.
 
 from __future__ import annotations
 
-from .entries import Entry, Lorebook, LorebookError
+from .entries import Entry, Lorebook, LorebookError, kind_of
 
 FORMAT = "KoboldAI world info"
 
@@ -49,7 +49,7 @@ def parse(data, *, name: str) -> Lorebook:
         if isinstance(data.get("worldinfo_v2"), dict) and label.endswith("(v2)"):
             extras["worldinfo_v2_folders"] = data["worldinfo_v2"].get("folders", {})
     else:
-        raise LorebookError(FORMAT, f"expected a story save or a list of entries, found {_kind(data)}")
+        raise LorebookError(FORMAT, f"expected a story save or a list of entries, found {kind_of(data)}")
 
     entries, skipped = [], 0
     for index, raw in raw_entries:
@@ -73,11 +73,11 @@ def _from_save(data: dict):
     if isinstance(v2, dict) and v2.get("entries"):
         raw = v2["entries"]
         if not isinstance(raw, dict):
-            raise LorebookError(f"{FORMAT} (v2)", f"“entries” must be an object, found {_kind(raw)}", field="worldinfo_v2.entries")
+            raise LorebookError(f"{FORMAT} (v2)", f"“entries” must be an object, found {kind_of(raw)}", field="worldinfo_v2.entries")
         note = "the save's older “worldinfo” copy was ignored in favour of “worldinfo_v2”" if data.get("worldinfo") else ""
         return list(raw.items()), {}, f"{FORMAT} (v2)", note
     if v2 is not None and not isinstance(v2, dict):
-        raise LorebookError(f"{FORMAT} (v2)", f"“worldinfo_v2” must be an object, found {_kind(v2)}", field="worldinfo_v2")
+        raise LorebookError(f"{FORMAT} (v2)", f"“worldinfo_v2” must be an object, found {kind_of(v2)}", field="worldinfo_v2")
 
     if "worldinfo" not in data:
         raise LorebookError(FORMAT, "a story save without “worldinfo”", field="worldinfo")
@@ -85,7 +85,7 @@ def _from_save(data: dict):
     if raw is None:
         raw = []
     if not isinstance(raw, list):
-        raise LorebookError(FORMAT, f"“worldinfo” must be a list, found {_kind(raw)}", field="worldinfo")
+        raise LorebookError(FORMAT, f"“worldinfo” must be a list, found {kind_of(raw)}", field="worldinfo")
     folders = {}
     raw_folders = data.get("wifolders_d")
     if isinstance(raw_folders, dict):
@@ -97,7 +97,7 @@ def _from_save(data: dict):
 
 def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     if not isinstance(raw, dict):
-        raise LorebookError(format_name, f"an entry must be an object, found {_kind(raw)}", entry=index)
+        raise LorebookError(format_name, f"an entry must be an object, found {kind_of(raw)}", entry=index)
     comment = raw.get("title") or raw.get("comment")
     label = comment.strip() if isinstance(comment, str) and comment.strip() else index
 
@@ -108,7 +108,7 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     text_field = next((field for field in ("content", "entry", "manual_text") if raw.get(field) is not None), "content")
     text = raw.get(text_field) or ""
     if not isinstance(text, str):
-        raise LorebookError(format_name, f"{text_field} must be a string, found {_kind(text)}", entry=label, field=text_field)
+        raise LorebookError(format_name, f"{text_field} must be a string, found {kind_of(text)}", entry=label, field=text_field)
     if not keys and not text.strip():
         return None
 
@@ -116,7 +116,7 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     if constant is None:
         constant = False
     if not isinstance(constant, bool):
-        raise LorebookError(format_name, f"constant must be true or false, found {_kind(constant)}", entry=label, field="constant")
+        raise LorebookError(format_name, f"constant must be true or false, found {kind_of(constant)}", entry=label, field="constant")
 
     extras = {field: value for field, value in raw.items() if field not in _USED | {"title", "comment"}}
     if isinstance(raw.get("comment"), str) and raw.get("title"):
@@ -138,16 +138,10 @@ def _keys(raw, format_name: str, label, field: str) -> tuple[str, ...]:
     elif isinstance(raw, list) and all(isinstance(key, str) for key in raw):
         parts = raw
     else:
-        raise LorebookError(format_name, f"{field} must be a comma-separated string, found {_kind(raw)}", entry=label, field=field)
+        raise LorebookError(format_name, f"{field} must be a comma-separated string, found {kind_of(raw)}", entry=label, field=field)
     keys = []
     for part in parts:
         key = part.strip()
         if key and key not in keys:
             keys.append(key)
     return tuple(keys)
-
-
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )

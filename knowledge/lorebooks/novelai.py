@@ -19,7 +19,7 @@ import base64
 import binascii
 import json
 
-from .entries import Entry, Lorebook, LorebookError, split_keys
+from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys
 
 FORMAT = "NovelAI lorebook"
 
@@ -36,13 +36,13 @@ def parse_lorebook(data: dict, *, name: str) -> Lorebook:
        "New Lorebook Entry" placeholder and is skipped with a count.
     """
     if not isinstance(data, dict):
-        raise LorebookError(FORMAT, f"expected an object, found {_kind(data)}")
+        raise LorebookError(FORMAT, f"expected an object, found {kind_of(data)}")
     version = data.get("lorebookVersion")
     raw_entries = data.get("entries", [])
     if raw_entries is None:
         raw_entries = []
     if not isinstance(raw_entries, list):
-        raise LorebookError(FORMAT, f"“entries” must be a list, found {_kind(raw_entries)}", field="entries")
+        raise LorebookError(FORMAT, f"“entries” must be a list, found {kind_of(raw_entries)}", field="entries")
 
     categories = _categories(data.get("categories"))
     entries, skipped = [], 0
@@ -69,7 +69,7 @@ def parse_story(data: dict, *, name: str) -> Lorebook:
     (`content.lorebook`). A story whose content is not JSON (the binary
     document format) is refused by name rather than misread."""
     if not isinstance(data, dict):
-        raise LorebookError("NovelAI story", f"expected an object, found {_kind(data)}")
+        raise LorebookError("NovelAI story", f"expected an object, found {kind_of(data)}")
     if "scenarioVersion" in data or "lorebook" in data:
         kind, book = "NovelAI scenario", data.get("lorebook")
         meta = {key: data[key] for key in ("scenarioVersion", "title", "description", "tags") if key in data}
@@ -87,7 +87,7 @@ def parse_story(data: dict, *, name: str) -> Lorebook:
     if book is None:
         return Lorebook(format=kind, name=name, entries=(), extras=meta, notes=("empty lorebook",))
     if not isinstance(book, dict):
-        raise LorebookError(kind, f"the lorebook must be an object, found {_kind(book)}", field="lorebook")
+        raise LorebookError(kind, f"the lorebook must be an object, found {kind_of(book)}", field="lorebook")
     inner = parse_lorebook(book, name=name)
     return Lorebook(
         format=f"{kind} ({inner.format})",
@@ -135,14 +135,14 @@ def _categories(raw) -> dict:
 
 def _entry(raw, index: int, categories: dict) -> Entry | None:
     if not isinstance(raw, dict):
-        raise LorebookError(FORMAT, f"an entry must be an object, found {_kind(raw)}", entry=index)
+        raise LorebookError(FORMAT, f"an entry must be an object, found {kind_of(raw)}", entry=index)
     label = raw.get("displayName") if isinstance(raw.get("displayName"), str) and raw.get("displayName") else index
 
     text = raw.get("text", "")
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise LorebookError(FORMAT, f"text must be a string, found {_kind(text)}", entry=label, field="text")
+        raise LorebookError(FORMAT, f"text must be a string, found {kind_of(text)}", entry=label, field="text")
 
     keys = raw.get("keys", [])
     if keys is None:
@@ -156,7 +156,7 @@ def _entry(raw, index: int, categories: dict) -> Entry | None:
 
     display = raw.get("displayName")
     if display is not None and not isinstance(display, str):
-        raise LorebookError(FORMAT, f"displayName must be a string, found {_kind(display)}", entry=index, field="displayName")
+        raise LorebookError(FORMAT, f"displayName must be a string, found {kind_of(display)}", entry=index, field="displayName")
     title = (display or "").strip() or (plain[0] if plain else patterns[0] if patterns else f"Entry {index + 1}")
 
     extras = {key: value for key, value in raw.items() if key not in _USED}
@@ -179,11 +179,5 @@ def _flag(raw: dict, field: str, default: bool, label) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise LorebookError(FORMAT, f"{field} must be true or false, found {_kind(value)}", entry=label, field=field)
+        raise LorebookError(FORMAT, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
     return value
-
-
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
-    )
