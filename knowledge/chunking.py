@@ -34,7 +34,7 @@ token or so per join above the true count, the safe direction for a budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 TARGET_TOKENS = 280
@@ -62,6 +62,8 @@ class Passage:
     heading_path: str
     text: str
     token_count: int
+    #: The lorebook entry it was cut from (`chunk_entries`), else None.
+    entry: int | None = None
 
 
 def chunk_text(
@@ -78,6 +80,27 @@ def chunk_text(
     for trail, blocks in _sections(_normalise(text)):
         packer.section(_trail_text(trail), blocks)
     return packer.passages
+
+
+def chunk_entries(
+    entries: Iterable[tuple[int, str, str]],
+    *,
+    count: Callable[[str], int],
+    target: int = TARGET_TOKENS,
+    maximum: int = MAXIMUM_TOKENS,
+) -> list[Passage]:
+    """The passages of lorebook entries, given as (entry id, title, text),
+    numbered from 0 across them. Each entry is cut on its own, so no passage
+    holds two entries (an entry's keys admit its own text only), and its
+    title heads the trail of every passage cut from it."""
+    passages: list[Passage] = []
+    for entry_id, title, text in entries:
+        heading = _heading_text(title)
+        for part in chunk_text(text, count=count, target=target, maximum=maximum):
+            trail = [heading] if heading else []
+            trail += part.heading_path.split(TRAIL_SEPARATOR) if part.heading_path else []
+            passages.append(Passage(len(passages), _trail_text(trail), part.text, part.token_count, entry=entry_id))
+    return passages
 
 
 def _trail_text(trail: list[str]) -> str:

@@ -43,6 +43,13 @@ class KnowledgeSource(models.Model):
         max_length=12, choices=Classification.choices, default=Classification.REFERENCE
     )
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.VISIBLE)
+    #: The lorebook format the file was read as ("SillyTavern World Info",
+    #: "NovelAI lorebook v5", ...); empty for Markdown and text. A source with
+    #: a format is indexed from its `entries`, one passage or more per entry.
+    format = models.CharField(max_length=80, blank=True)
+    #: What the file carries that Loremaster does not use, kept, never dropped
+    #: (DESIGN.md §4): the book's own fields, a card's, the import's notes.
+    metadata = models.JSONField(default=dict, blank=True)
     always_include = models.BooleanField(default=False, help_text="Canon only: every passage in every prompt.")
     enabled = models.BooleanField(default=True)
     index_state = models.CharField(max_length=8, choices=IndexState.choices, default=IndexState.PENDING)
@@ -84,6 +91,43 @@ class KnowledgeSource(models.Model):
     def is_hidden(self) -> bool:
         return self.visibility == self.Visibility.HIDDEN
 
+    @property
+    def is_lorebook(self) -> bool:
+        return bool(self.format)
+
+
+class LoreEntry(models.Model):
+    """One entry of an imported lorebook, as the reader can edit it.
+
+    Its keys are lexical evidence: a key named in the scene admits the
+    entry's passages (knowledge.keys), a constant entry of a Canon source is
+    always included, and a disabled one is not indexed. `extras` holds the
+    entry's fields Loremaster does not use, by the format's own names, so
+    an export gives them back.
+    """
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="entries")
+    position = models.PositiveIntegerField(help_text="The entry's place in the file.")
+    title = models.CharField(max_length=300, blank=True)
+    text = models.TextField(blank=True)
+    keys = models.JSONField(default=list, blank=True)
+    secondary_keys = models.JSONField(default=list, blank=True)
+    regex_keys = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    constant = models.BooleanField(default=False, help_text="Always included while the source is Canon.")
+    extras = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["source_id", "position"]
+        constraints = [models.UniqueConstraint(fields=["source", "position"], name="knowledge_entry_unique_position")]
+
+    def __str__(self) -> str:
+        return self.title or f"Entry {self.position + 1}"
+
+    @property
+    def all_keys(self) -> list[str]:
+        return [*self.keys, *self.regex_keys]
+
 
 class KnowledgeChunk(models.Model):
     """One passage. `campaign` repeats the source's so the lexical index can
@@ -94,6 +138,8 @@ class KnowledgeChunk(models.Model):
     index = models.PositiveIntegerField()
     heading_path = models.TextField(blank=True)
     text = models.TextField()
+    #: The lorebook entry this passage was cut from, whose keys admit it.
+    entry = models.ForeignKey(LoreEntry, null=True, blank=True, on_delete=models.CASCADE, related_name="chunks")
     token_count = models.PositiveIntegerField()
     # PostgreSQL only (weighted heading + text); SQLite keeps an FTS5 table.
     search = SearchVectorField(null=True, editable=False)

@@ -26,11 +26,13 @@ for its own `lexical_admits`), so the rule is stated here alone.
   indexes the lexical path matched and its raw lexical score (None when that
   path did not find it), its cosine with the query (None without
   embeddings), the term indexes its text shares with the query (for the
-  standing-names rule), its vector (for suppression) and whether it is
-  always included.
-* `Decision` is the one decision type: admitted or not, by what (`lexical`,
-  `semantic`, `both`, or `always` for an always-included passage the rule
-  did not admit), the normalized scores, relevance, score, rank,
+  standing-names rule), its vector (for suppression), whether it is
+  always included, and for a lorebook entry the keys the scene names
+  (`keys`, or `key_refusal` saying why the named keys do not count:
+  knowledge.keys judges them).
+* `Decision` is the one decision type: admitted or not, by what (`key`,
+  `lexical`, `semantic`, `both`, or `always` for an always-included passage
+  the rule did not admit), the normalized scores, relevance, score, rank,
   `duplicate_of`, and `why` in words.
 * `Ranked` holds the offered decisions in rank order, the suppressed ones,
   those past `limit`, and one decision per candidate a search path found.
@@ -60,7 +62,10 @@ floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor
    not a standing entity, not an everyday English word (COMMON_WORD_RANK)
    and distinctive in the library. Semantically: cosine ≥ the floor
    calibrated for exactly this embedding model; with no floor, the path
-   admits nothing (another model's floor is never borrowed). A candidate
+   admits nothing (another model's floor is never borrowed). By key: a
+   lorebook entry whose key the scene names is admitted on that alone (its
+   author's own trigger; knowledge.keys refuses standing entities' and
+   common words' keys). A candidate
    admitted by cosine alone whose only shared words are standing entities
    is refused: the cast is in every query. Nothing compares a candidate
    with the others, so a library in which nothing matches offers nothing.
@@ -69,7 +74,9 @@ floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor
    a query about tide tables and container tonnage retrieved a whole
    fantasy library, hidden Canon included.
 2. Ranking, among the admitted only: each path normalized against its best
-   admitted value, `max + AGREEMENT × min`, times the kind's weight.
+   admitted value, `max + AGREEMENT × min`, times the kind's weight. A key
+   counts 1, so entries the scene names by key come first, in the order of
+   their other evidence.
    Always-included candidates go first; ties go to the lower id.
 3. Suppression, within a kind only: identical text, or cosine ≥
    REDUNDANT_SIMILARITY between the two vectors. Word overlap is never
@@ -126,6 +133,7 @@ REDUNDANT_SIMILARITY = 0.93
 LEXICAL = "lexical"
 SEMANTIC = "semantic"
 BOTH = "both"
+KEY = "key"
 ALWAYS = "always"
 
 
@@ -168,11 +176,17 @@ class Candidate:
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     always: bool = False
     withdrawn: str = ""
+    keys: tuple[str, ...] = ()
+    key_refusal: str = ""
 
     @property
     def found(self) -> bool:
         """Found by a search path, as opposed to only always included."""
-        return self.lexical is not None or self.cosine is not None
+        return self.lexical is not None or self.cosine is not None or self.named_by_key
+
+    @property
+    def named_by_key(self) -> bool:
+        return bool(self.keys or self.key_refusal)
 
 
 @dataclass(frozen=True)
@@ -200,6 +214,8 @@ class Decision:
     score: float = 0.0
     rank: int | None = None
     duplicate_of: int | str | None = None
+    #: The paths that admitted it (KEY, LEXICAL, SEMANTIC).
+    paths: tuple[str, ...] = ()
 
     @property
     def offered(self) -> bool:
@@ -358,14 +374,15 @@ def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None) -> 
     refusals that override them (standing names only; withdrawn)."""
     lexical = lexical_verdict(candidate.matched, terms) if candidate.lexical is not None else None
     semantic = _semantic_verdict(candidate, floor) if candidate.cosine is not None else None
-    if semantic and semantic.admitted and not (lexical and lexical.admitted):
+    key = _key_verdict(candidate) if candidate.named_by_key else None
+    if semantic and semantic.admitted and not (lexical and lexical.admitted) and not (key and key.admitted):
         names = _standing_only(candidate, terms)
         if names:
             # The cast is in every query, so a similarity carried by their
             # names says nothing about the scene: the lexical rule's
             # reasoning, applied to the words the two texts share.
             semantic = Verdict(False, "shares only standing entities with the query (" + ", ".join(names) + ")")
-    paths = [(LEXICAL, lexical), (SEMANTIC, semantic)]
+    paths = [(KEY, key), (LEXICAL, lexical), (SEMANTIC, semantic)]
     by = [name for name, verdict in paths if verdict and verdict.admitted]
     reasons = [f"{name}: {verdict.why}" for name, verdict in paths if verdict]
     if candidate.withdrawn:
@@ -376,16 +393,30 @@ def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None) -> 
     return Decision(
         candidate=candidate,
         admitted=admitted,
-        by=(BOTH if len(by) == 2 else by[0]) if admitted else (ALWAYS if candidate.always else ""),
+        by=_by(by) if admitted else (ALWAYS if candidate.always else ""),
         why="; ".join(reasons),
         matched_terms=_matched_words(candidate, terms),
+        paths=tuple(by) if admitted else (),
     )
 
 
+def _by(paths: list[str]) -> str:
+    """The one word the report gives: a key outranks the other paths' evidence."""
+    if KEY in paths:
+        return KEY
+    return BOTH if len(paths) == 2 else paths[0]
+
+
+def _key_verdict(candidate: Candidate) -> Verdict:
+    if candidate.keys:
+        return Verdict(True, "the scene names its key " + ", ".join(f"“{k}”" for k in candidate.keys))
+    return Verdict(False, candidate.key_refusal)
+
+
 def _matched_words(candidate: Candidate, terms: Sequence[Term]) -> tuple[str, ...]:
-    if candidate.lexical is None:
-        return ()
-    return tuple(sorted(terms[i].word for i in candidate.matched if 0 <= i < len(terms)))
+    """The keys the scene names, then the query terms the lexical path matched."""
+    words = () if candidate.lexical is None else sorted(terms[i].word for i in candidate.matched if 0 <= i < len(terms))
+    return (*candidate.keys, *(w for w in words if w not in candidate.keys))
 
 
 def _scored(decisions: list[Decision]) -> list[Decision]:
@@ -395,13 +426,16 @@ def _scored(decisions: list[Decision]) -> list[Decision]:
     found by one path is not thereby worse and agreement breaks ties; then
     the kind's weight."""
     offered = [d for d in decisions if d.offered]
-    lexical_top = max((d.candidate.lexical for d in offered if d.admitted and d.by in (LEXICAL, BOTH)), default=0.0)
-    semantic_top = max((d.candidate.cosine for d in offered if d.admitted and d.by in (SEMANTIC, BOTH)), default=0.0)
+    lexical_top = max((d.candidate.lexical for d in offered if LEXICAL in d.paths), default=0.0)
+    semantic_top = max((d.candidate.cosine for d in offered if SEMANTIC in d.paths), default=0.0)
     scored = []
     for d in offered:
-        lex = _normalized(d.candidate.lexical, lexical_top) if d.admitted and d.by in (LEXICAL, BOTH) else 0.0
-        sem = _normalized(d.candidate.cosine, semantic_top) if d.admitted and d.by in (SEMANTIC, BOTH) else 0.0
-        relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
+        lex = _normalized(d.candidate.lexical, lexical_top) if LEXICAL in d.paths else 0.0
+        sem = _normalized(d.candidate.cosine, semantic_top) if SEMANTIC in d.paths else 0.0
+        if KEY in d.paths:
+            relevance = 1.0 + AGREEMENT * max(lex, sem)
+        else:
+            relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
         weight = WEIGHTS.get(d.candidate.kind, OTHER_WEIGHT)
         scored.append(
             replace(

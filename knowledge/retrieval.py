@@ -3,7 +3,8 @@ loading half. The rules are knowledge.ranking's.
 
     query (knowledge.query) ─┬─▶ lexical candidates, top 40 (knowledge.lexical,
                              │   found by the library's rarest terms: knowledge.termstats)
-                             └─▶ semantic candidates, top 40 (cosine, whole library)
+                             ├─▶ semantic candidates, top 40 (cosine, whole library)
+                             └─▶ lorebook entries whose keys the scene names (knowledge.keys)
         ─▶ their passages, always-included Canon, their vectors (one scoped query)
         ─▶ knowledge.ranking.rank: ADMISSION on absolute signals ─▶ RANKING among
            survivors ─▶ near-duplicate suppression (within a class)
@@ -41,7 +42,7 @@ from django.db import connection
 
 from contextbuild.records import KnowledgeCandidate, KnowledgeResult, Rejection
 
-from . import lexical, ranking, selectors, termstats
+from . import keys, lexical, ranking, selectors, termstats
 from .embeddings import DTYPE
 from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
@@ -134,14 +135,18 @@ def explain(
         hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
     semantic, note, library = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
 
-    found = _found(semantic, hits)
+    named = _named_by_key(campaign_id, q, stamp)
+    found = _found(semantic, hits, named)
     always = _always_included(campaign_id)
     rows = {
         c.pk: c
         for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(set(found) | set(always)))
     }
     vectors = library.vectors_for(rows) if library is not None else {}
-    candidates = [_candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always) for chunk_id, paths in found.items()]
+    candidates = [
+        _candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always, named.get(chunk_id))
+        for chunk_id, paths in found.items()
+    ]
     candidates += [_always_candidate(rows[c], vectors) for c in always if c in rows and c not in found]
     ranked = ranking.rank(candidates, weigh_terms(q.terms, q.standing, q.shares, distinctive), floor=floor)
 
@@ -166,16 +171,77 @@ def explain(
 
 
 def _found(
-    semantic: list[tuple[int, float]], hits: list[lexical.LexicalHit]
+    semantic: list[tuple[int, float]], hits: list[lexical.LexicalHit], named: dict[int, keys.KeyMatch]
 ) -> dict[int, tuple[lexical.LexicalHit | None, float | None]]:
     """Each generated passage's lexical hit and cosine, the semantic path's
-    first (the order the decisions are listed in, before ranking)."""
+    first, then the lexical path's, then passages named only by a key (the
+    order the decisions are listed in, before ranking)."""
     found: dict[int, tuple[lexical.LexicalHit | None, float | None]] = {
         chunk_id: (None, similarity) for chunk_id, similarity in semantic
     }
     for hit in hits:
         found[hit.chunk_id] = (hit, found.get(hit.chunk_id, (None, None))[1])
+    for chunk_id in named:
+        found.setdefault(chunk_id, (None, None))
     return found
+
+
+#: Key indexes kept per process, one per (database, campaign).
+_key_cache: OrderedDict[tuple, tuple[tuple, list[tuple[int, int, keys.EntryKeys]]]] = OrderedDict()
+
+
+def _named_by_key(campaign_id: int, q: Query, stamp: tuple[tuple, frozenset]) -> dict[int, keys.KeyMatch]:
+    """The passages of searchable sources whose entry's keys the scene names
+    (or names to no effect, with the reason), by chunk id."""
+    library_stamp, searchable = stamp
+    indexed = _key_index(campaign_id, library_stamp)
+    if not indexed or not q.text.strip():
+        return {}
+    live = [(chunk_id, entry) for chunk_id, source_id, entry in indexed if source_id in searchable]
+    by_entry = keys.match({entry for _, entry in live}, q.text, q.standing_words)
+    return {chunk_id: by_entry[entry.entry_id] for chunk_id, entry in live if entry.entry_id in by_entry}
+
+
+def _key_index(campaign_id: int, library_stamp: tuple) -> list[tuple[int, int, keys.EntryKeys]]:
+    """(chunk id, source id, its entry's keys) for the campaign's keyed
+    passages, cached until the library stamp changes."""
+    key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id)
+    with _cache_lock:
+        cached = _key_cache.get(key)
+    if cached is not None and cached[0] == library_stamp:
+        return cached[1]
+    entries: dict[int, keys.EntryKeys] = {}
+    indexed = []
+    for chunk_id, source_id, entry_id, plain, patterns, secondary, *settings, format_name in (
+        selectors.keyed_passages(campaign_id)
+    ):
+        if entry_id not in entries:
+            entries[entry_id] = _entry_keys(entry_id, plain, patterns, secondary, settings, format_name)
+        if entries[entry_id].keys or entries[entry_id].regex_keys:
+            indexed.append((chunk_id, source_id, entries[entry_id]))
+    with _cache_lock:
+        _key_cache[key] = (library_stamp, indexed)
+        _key_cache.move_to_end(key)
+        while len(_key_cache) > CACHED_LIBRARIES * 4:
+            _key_cache.popitem(last=False)
+    return indexed
+
+
+def _entry_keys(entry_id, plain, patterns, secondary, settings, format_name: str) -> keys.EntryKeys:
+    """An entry's keys as knowledge.keys matches them. KoboldAI matches keys
+    as lowercase substrings; SillyTavern's per-entry settings are read where
+    the entry has them (None means the book's default: whole words, any case)."""
+    selective, logic, case_sensitive, whole_words = settings
+    return keys.EntryKeys(
+        entry_id=entry_id,
+        keys=tuple(str(k) for k in plain or ()),
+        regex_keys=tuple(str(k) for k in patterns or ()),
+        secondary_keys=tuple(str(k) for k in secondary or ()),
+        selective=selective is not False,
+        logic=logic if isinstance(logic, int) and not isinstance(logic, bool) else keys.AND_ANY,
+        substring=format_name.startswith("KoboldAI") or whole_words is False,
+        case_sensitive=case_sensitive is True,
+    )
 
 
 def _always_included(campaign_id: int) -> list[int]:
@@ -187,13 +253,18 @@ def _always_included(campaign_id: int) -> list[int]:
             campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True
         ).values_list("pk", flat=True)
     )
-    if not sources:
-        return []
-    return list(
-        KnowledgeChunk.objects.filter(source_id__in=sources)
-        .order_by("source__title", "source_id", "index")
-        .values_list("pk", flat=True)[:ALWAYS_LIMIT]
-    )
+    chosen = []
+    if sources:
+        chosen = list(
+            KnowledgeChunk.objects.filter(source_id__in=sources)
+            .order_by("source__title", "source_id", "index")
+            .values_list("pk", flat=True)[:ALWAYS_LIMIT]
+        )
+    if len(chosen) < ALWAYS_LIMIT and KnowledgeSource.objects.filter(campaign_id=campaign_id).exclude(format="").exists():
+        taken = set(chosen)
+        entries = selectors.always_included_entries(campaign_id, limit=ALWAYS_LIMIT)
+        chosen += [c for c in entries if c not in taken][: ALWAYS_LIMIT - len(chosen)]
+    return chosen
 
 
 def _candidate(
@@ -204,15 +275,21 @@ def _candidate(
     q: Query,
     vectors: dict[int, np.ndarray],
     always: list[int],
+    named: keys.KeyMatch | None = None,
 ) -> ranking.Candidate:
     """A generated passage as the core's record. The terms its own words
     hold confirm its short-term matches (the databases' stemmers fold short
     words onto stop words) and serve the standing-names rule."""
+    by_key: dict = {}
+    if named is not None:
+        by_key = {"keys": named.keys, "key_refusal": named.why}
+        if named.vetoed:
+            by_key["withdrawn"] = "held back by its secondary keys"
     if chunk is None:
         matched = hit.matched - _short(q) if hit else frozenset()
         return ranking.Candidate(
             id=chunk_id, kind="", text="", matched=matched,
-            lexical=hit.score if hit else None, cosine=similarity, withdrawn=WITHDRAWN,
+            lexical=hit.score if hit else None, cosine=similarity, **{**by_key, "withdrawn": WITHDRAWN},
         )
     held = matched_terms(q.terms, chunk.text, chunk.heading_path)
     matched = frozenset()
@@ -228,6 +305,7 @@ def _candidate(
         shared=held,
         vector=vectors.get(chunk_id),
         always=chunk_id in always,
+        **by_key,
     )
 
 
@@ -465,4 +543,5 @@ def clear_cache() -> None:
     """Forgets every cached library matrix and term profile in this process."""
     with _cache_lock:
         _cache.clear()
+        _key_cache.clear()
     termstats.clear_cache()

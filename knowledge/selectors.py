@@ -24,7 +24,7 @@ Ready = KnowledgeSource.IndexState.READY
 def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
     """The campaign's sources, each with `active_job` (or None) and
     `stale_vectors` (its vectors are from a model other than the current)."""
-    sources = list(campaign.sources.defer("content").order_by("title", "id"))
+    sources = list(campaign.sources.defer("content", "metadata").order_by("title", "id"))
     active = {
         job.source_id: job
         for job in IndexJob.objects.filter(source__campaign=campaign, state__in=IndexJob.ACTIVE)
@@ -92,7 +92,45 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
             source__index_state=Ready,
         )
         .select_related("source")
-        .defer("source__content", "search")
+        .defer("source__content", "source__metadata", "search")
+    )
+
+
+def keyed_passages(campaign_id: int):
+    """(chunk id, source id, entry id, keys, regex keys, secondary keys,
+    extras the matching reads, source format) for every passage of the
+    campaign cut from a lorebook entry with keys, ready or not: the caller
+    masks by the searchable sources, as the vectors are masked."""
+    extras = [f"entry__extras__{name}" for name in KEY_SETTINGS]
+    return (
+        KnowledgeChunk.objects.filter(campaign_id=campaign_id, entry__isnull=False)
+        .order_by("pk")
+        .values_list(
+            "pk", "source_id", "entry_id", "entry__keys", "entry__regex_keys", "entry__secondary_keys",
+            *extras, "source__format",
+        )
+    )
+
+
+#: The entry settings (by SillyTavern's names) key matching reads (knowledge.keys).
+KEY_SETTINGS = ("selective", "selectiveLogic", "caseSensitive", "matchWholeWords")
+
+
+def always_included_entries(campaign_id: int, *, limit: int) -> list[int]:
+    """The passages of constant entries in the campaign's enabled, ready
+    Canon sources, in the book's order: SillyTavern's `constant` and
+    NovelAI's `forceActivation` are always-included Canon (the 20 % cap in
+    contextbuild.inject bounds them)."""
+    return list(
+        KnowledgeChunk.objects.filter(
+            campaign_id=campaign_id,
+            entry__constant=True,
+            source__enabled=True,
+            source__index_state=Ready,
+            source__classification=KnowledgeSource.Classification.CANON,
+        )
+        .order_by("source__title", "source_id", "index")
+        .values_list("pk", flat=True)[:limit]
     )
 
 

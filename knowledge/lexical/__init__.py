@@ -66,13 +66,14 @@ def search(
     return _backend().search(campaign_id=campaign_id, terms=usable, ranking=ranking, limit=limit)
 
 
-def insert(*, rows: Sequence[tuple[int, int, int, str, str, int]]) -> None:
+def insert(*, rows: Sequence[tuple]) -> None:
     """Writes chunk rows — (source_id, campaign_id, index, heading_path,
-    text, token_count) — together with their index data, in one statement
-    run for every row. The only way chunks are written, so the index cannot
-    fall behind them (on SQLite, triggers also cover deletes and updates)."""
+    text, token_count), and optionally the lorebook entry id — together with
+    their index data, in one statement run for every row. The only way
+    chunks are written, so the index cannot fall behind them (on SQLite,
+    triggers also cover deletes and updates)."""
     if rows:
-        _backend().insert(rows=rows)
+        _backend().insert(rows=[(*row, None) if len(row) == 6 else tuple(row) for row in rows])
 
 
 def _words(term: str) -> list[str]:

@@ -39,12 +39,14 @@ def insert(*, rows) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO knowledge_knowledgechunk (source_id, campaign_id, "index", heading_path, text, token_count, search)
-            SELECT v.source_id, v.campaign_id, v.idx, v.heading_path, v.body, v.token_count,
+            INSERT INTO knowledge_knowledgechunk
+                (source_id, campaign_id, "index", heading_path, text, token_count, entry_id, search)
+            SELECT v.source_id, v.campaign_id, v.idx, v.heading_path, v.body, v.token_count, v.entry_id,
                    setweight(to_tsvector('{CONFIG}', v.heading_path), 'A')
                    || setweight(to_tsvector('{CONFIG}', v.body), 'B')
-            FROM unnest(%s::bigint[], %s::bigint[], %s::integer[], %s::text[], %s::text[], %s::integer[])
-                 AS v(source_id, campaign_id, idx, heading_path, body, token_count)
+            FROM unnest(%s::bigint[], %s::bigint[], %s::integer[], %s::text[], %s::text[], %s::integer[],
+                        %s::bigint[])
+                 AS v(source_id, campaign_id, idx, heading_path, body, token_count, entry_id)
             """,
             [list(column) for column in columns],
         )

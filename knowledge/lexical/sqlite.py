@@ -65,8 +65,8 @@ def insert(*, rows) -> None:
         cursor.execute("SELECT COALESCE(MAX(id), 0) FROM knowledge_knowledgechunk")
         (before,) = cursor.fetchone()
         cursor.executemany(
-            'INSERT INTO knowledge_knowledgechunk (source_id, campaign_id, "index", heading_path, text, token_count) '
-            "VALUES (%s, %s, %s, %s, %s, %s)",
+            'INSERT INTO knowledge_knowledgechunk (source_id, campaign_id, "index", heading_path, text, token_count, '
+            "entry_id) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             rows,
         )
         cursor.execute(

@@ -16,6 +16,10 @@ process on this host) is put back in the queue by `jobs_recover`.
 
 The modules, each importing only those listed after it:
 
+- `uploads`: reading an uploaded file as text or as a lorebook, and
+  importing a batch of files, each on its own.
+- `lorebooks`: storing a lorebook as a source with its entries, editing an
+  entry, and giving the book back as SillyTavern World Info.
 - `sources`: what a reader or an importer does to a source (upload, create,
   change its settings, delete, re-index), and the always-include guard.
 - `indexing`: running one job: the claim, chunking, embedding, the swap.
@@ -46,11 +50,11 @@ from .liveness import (
     worker_heartbeat,
     worker_name,
 )
+from .lorebooks import LOREBOOK_SUFFIXES, book_of, entry_update, lorebook_create, world_info_of
 from .sources import (
     ALLOWED_SUFFIXES,
     DuplicateSource,
     ImportRefused,
-    ImportResult,
     content_hash,
     human_size,
     source_always_include_check,
@@ -60,12 +64,19 @@ from .sources import (
     source_reindex,
     source_text_from_upload,
     source_update,
-    sources_import,
     title_for,
 )
+from .uploads import ACCEPTED, ImportResult, read_upload, sources_import
 
 __all__ = [
+    "ACCEPTED",
     "ALLOWED_SUFFIXES",
+    "LOREBOOK_SUFFIXES",
+    "book_of",
+    "entry_update",
+    "lorebook_create",
+    "read_upload",
+    "world_info_of",
     "BACKOFF_SECONDS",
     "MAX_RETRIES",
     "STALE_AFTER",

@@ -24,7 +24,7 @@ from storyapp import liveness
 from storyapp.models import Campaign, EndpointProfile
 
 from .. import embeddings, lexical
-from ..chunking import chunk_text
+from ..chunking import chunk_entries, chunk_text
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .jobs import _enqueue, _job_for, _source_after_stop
 from .liveness import STALE_AFTER, worker_name
@@ -162,9 +162,18 @@ def _embedding_input(heading_path: str, text: str) -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
+def _passages_of(source: KnowledgeSource):
+    """A text's passages, or a lorebook's: its enabled entries, one or more
+    passages each (a disabled entry is kept, and not searched)."""
+    if not source.is_lorebook:
+        return chunk_text(source.content, count=count_tokens)
+    entries = source.entries.filter(enabled=True).order_by("position").values_list("pk", "title", "text")
+    return chunk_entries(entries, count=count_tokens)
+
+
 def _run_index(job: IndexJob, attempt: int, clock) -> None:
     source = job.source
-    passages = chunk_text(source.content, count=count_tokens)
+    passages = _passages_of(source)
     _beat(job, attempt, now=clock(), progress=10, step=f"Split into {len(passages)} passages")
     profile = embeddings.profile_for(source.campaign)
     # The embedding endpoint can only cost the semantic half: the passages go
@@ -277,7 +286,7 @@ def _replace_passages(source: KnowledgeSource, passages) -> list[int]:
     data; returns their ids in passage order."""
     KnowledgeChunk.objects.filter(source=source).only("pk").delete()
     lexical.insert(
-        rows=[(source.pk, source.campaign_id, p.index, p.heading_path, p.text, p.token_count) for p in passages]
+        rows=[(source.pk, source.campaign_id, p.index, p.heading_path, p.text, p.token_count, p.entry) for p in passages]
     )
     by_index = dict(KnowledgeChunk.objects.filter(source=source).values_list("index", "pk"))
     return [by_index[p.index] for p in passages]

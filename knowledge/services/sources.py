@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from django.conf import settings
@@ -45,17 +43,6 @@ class DuplicateSource(ImportRefused):
     def __init__(self, filename: str, existing: KnowledgeSource):
         self.existing = existing
         super().__init__(f"{filename}: the same text is already in this library as “{existing.title}”.")
-
-
-@dataclass
-class ImportResult:
-    created: list[KnowledgeSource] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
-
-    @property
-    def problems(self) -> list[str]:
-        return self.duplicates + self.refused
 
 
 def source_text_from_upload(*, filename: str, data: bytes) -> str:
@@ -166,38 +153,6 @@ def source_create(
             raise
         raise DuplicateSource(name, existing) from exc
     return source
-
-
-def sources_import(
-    *,
-    campaign: Campaign,
-    files: Iterable[tuple[str, bytes]],
-    classification: str = Source.Classification.REFERENCE,
-    visibility: str = Source.Visibility.VISIBLE,
-    always_include: bool = False,
-    enqueue: bool = True,
-) -> ImportResult:
-    """Imports each file on its own: one bad file refuses that file only."""
-    result = ImportResult()
-    for filename, data in files:
-        try:
-            text = source_text_from_upload(filename=filename, data=data)
-            source = source_create(
-                campaign=campaign,
-                filename=filename,
-                text=text,
-                classification=classification,
-                visibility=visibility,
-                always_include=always_include,
-                enqueue=enqueue,
-            )
-        except DuplicateSource as exc:
-            result.duplicates.append(str(exc))
-        except ImportRefused as exc:
-            result.refused.append(str(exc))
-        else:
-            result.created.append(source)
-    return result
 
 
 @transaction.atomic

@@ -1,0 +1,209 @@
+"""Lorebooks in the library: storing an imported book, editing its entries,
+and giving it back (issue 14).
+
+A book is one source whose passages are cut from its entries
+(knowledge.chunking.chunk_entries), each passage tied to its entry so the
+entry's keys admit it (knowledge.keys). The source's `content` is the book
+rendered as text, one section per entry with its keys and flags: its hash
+is the duplicate check and the index job's version, so an edit to a key or
+a flag, not only to a text, makes a new version to index; and a reader who
+opens the file sees what the narrator can be given.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from django.db import IntegrityError, transaction
+
+from storyapp.models import Campaign
+
+from ..lorebooks import Entry, Lorebook, split_keys
+from ..lorebooks.export import to_world_info
+from ..models import IndexJob, KnowledgeSource, LoreEntry
+from .jobs import _enqueue, _job_for
+from .sources import DuplicateSource, ImportRefused, content_hash, source_always_include_check
+
+Source = KnowledgeSource
+
+#: Suffixes that mark a lorebook file; the content still decides (knowledge.lorebooks.detect).
+LOREBOOK_SUFFIXES = (".json", ".png", ".lorebook", ".story", ".scenario")
+#: Entry extras that are how SillyTavern matches keys, which Loremaster
+#: applies (knowledge.keys); every other extra is kept and shown as unused.
+USED_EXTRAS = frozenset({"uid", "selective", "selectiveLogic", "caseSensitive", "matchWholeWords", "displayIndex"})
+
+
+def render(entries) -> str:
+    """The book as text: a section per entry, its title, keys and flags,
+    then its text. Entries are LoreEntry rows or lorebook Entry records."""
+    sections = []
+    for entry in entries:
+        lines = [f"## {entry.title or 'Untitled entry'}"]
+        keys = [*entry.keys, *entry.regex_keys]
+        if keys:
+            lines.append("Keys: " + ", ".join(keys))
+        if entry.secondary_keys:
+            lines.append("Secondary keys: " + ", ".join(entry.secondary_keys))
+        flags = [flag for flag, on in (("always included", entry.constant), ("disabled", not entry.enabled)) if on]
+        if flags:
+            lines.append("(" + ", ".join(flags) + ")")
+        sections.append("\n".join(lines) + ("\n\n" + entry.text.strip() if entry.text.strip() else ""))
+    return "\n\n".join(sections) + "\n"
+
+
+def title_of(book: Lorebook, filename: str) -> str:
+    if book.card is not None:
+        return f"{book.card.name}'s lorebook" if book.card.name else "Character card lorebook"
+    return (book.name or PurePath(filename).stem or filename).strip()[:200]
+
+
+def unused_fields(book: Lorebook) -> list[str]:
+    """The names of the fields the book carries that Loremaster keeps but
+    does not use: the book's own, the card's, and its entries'."""
+    names = set(book.extras)
+    if book.card is not None:
+        names |= {f"card.{name}" for name in book.card.extras}
+    for entry in book.entries:
+        names |= {name for name in entry.extras if name not in USED_EXTRAS}
+    return sorted(names)
+
+
+def metadata_for(book: Lorebook) -> dict:
+    """What the source keeps of the book besides its entries."""
+    metadata = {"name": book.name, "extras": book.extras, "notes": list(book.notes), "unused": unused_fields(book)}
+    if book.card is not None:
+        card = book.card
+        metadata["card"] = {
+            "name": card.name, "description": card.description, "personality": card.personality,
+            "scenario": card.scenario, "first_message": card.first_message,
+            "alternate_greetings": list(card.alternate_greetings), "extras": card.extras,
+        }
+    return metadata
+
+
+def report(book: Lorebook) -> str:
+    """One line for the import report: what arrived and what was kept."""
+    entries = book.entries
+    parts = [f"{book.format}, {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"]
+    disabled = sum(not e.enabled for e in entries)
+    constant = sum(e.constant for e in entries)
+    if disabled:
+        parts.append(f"{disabled} disabled")
+    if constant:
+        parts.append(f"{constant} always included")
+    line = ", ".join(parts)
+    unused = unused_fields(book)
+    if unused:
+        line += ". Kept but not used: " + ", ".join(unused)
+    if not entries:
+        line += ". The book has no entries; it is kept, empty, and there is nothing to index"
+    notes = [n for n in book.notes if n != "empty lorebook"]
+    if notes:
+        line += ". " + "; ".join(notes)
+    return line + "."
+
+
+def lorebook_create(
+    *,
+    campaign: Campaign,
+    filename: str,
+    book: Lorebook,
+    classification: str | None = None,
+    visibility: str = Source.Visibility.VISIBLE,
+    always_include: bool = False,
+    enabled: bool = True,
+    title: str = "",
+    enqueue: bool = True,
+) -> KnowledgeSource:
+    """Stores a book as one source with its entries and queues its index job.
+
+    Raises DuplicateSource when the campaign holds the same book already,
+    ImportRefused for always-include outside Canon.
+    """
+    # World info and lorebooks are Canon, and so is a card's book (of that character).
+    classification = classification or Source.Classification.CANON
+    source_always_include_check(classification=classification, always_include=always_include)
+    name = PurePath(filename).name
+    content = render(book.entries)
+    digest = content_hash(content)
+    existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
+    if existing is not None:
+        raise DuplicateSource(name, existing)
+    try:
+        with transaction.atomic():
+            source = Source.objects.create(
+                campaign=campaign,
+                title=(title or title_of(book, name))[:200],
+                original_filename=name[:255],
+                sha256=digest,
+                content=content,
+                size_bytes=len(content.encode("utf-8")),
+                classification=classification,
+                visibility=visibility,
+                always_include=always_include,
+                enabled=enabled,
+                format=book.format[:80],
+                metadata=metadata_for(book),
+            )
+            LoreEntry.objects.bulk_create(
+                LoreEntry(
+                    source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
+                    secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
+                    enabled=e.enabled, constant=e.constant, extras=e.extras,
+                )
+                for i, e in enumerate(book.entries)
+            )
+            job = _job_for(source, kind=IndexJob.Kind.INDEX)
+            if enqueue:
+                _enqueue(job)
+    except IntegrityError as exc:
+        existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
+        if existing is None:
+            raise
+        raise DuplicateSource(name, existing) from exc
+    return source
+
+
+@transaction.atomic
+def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled: bool) -> LoreEntry:
+    """Changes one entry and queues its book's re-index. `keys` is the
+    reader's comma-separated list; a key written /pattern/flags is a regex.
+    The old passages stay searchable until the new ones are swapped in."""
+    plain, patterns = split_keys(k for k in keys.split(","))
+    entry.title = title.strip()[:300]
+    entry.keys, entry.regex_keys = list(plain), list(patterns)
+    entry.text = text.replace("\r\n", "\n").replace("\r", "\n")
+    entry.enabled = enabled
+    entry.save(update_fields=["title", "keys", "regex_keys", "text", "enabled"])
+    source = Source.objects.select_for_update().get(pk=entry.source_id)
+    content = render(source.entries.order_by("position"))
+    digest = content_hash(content)
+    if digest != source.sha256:
+        if Source.objects.filter(campaign_id=source.campaign_id, sha256=digest).exclude(pk=source.pk).exists():
+            raise ImportRefused("With this change the book would be the same as another source in this library.")
+        source.content, source.sha256 = content, digest
+        source.size_bytes = len(content.encode("utf-8"))
+        source.save(update_fields=["content", "sha256", "size_bytes", "updated"])
+        _enqueue(_job_for(source, kind=IndexJob.Kind.INDEX))
+    return entry
+
+
+def book_of(source: KnowledgeSource) -> Lorebook:
+    """The source's entries, edits included, as a lorebook record."""
+    metadata = source.metadata or {}
+    entries = tuple(
+        Entry(
+            title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
+            regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant, extras=e.extras or {},
+        )
+        for e in source.entries.order_by("position")
+    )
+    return Lorebook(
+        format=source.format, name=metadata.get("name") or source.title, entries=entries,
+        extras=metadata.get("extras") or {},
+    )
+
+
+def world_info_of(source: KnowledgeSource) -> dict:
+    """The source as SillyTavern World Info JSON, for the export link."""
+    return to_world_info(book_of(source))
