@@ -1,15 +1,22 @@
 from django import forms
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 
+from . import keys as keys_module
 from . import services
+from .lorebooks import is_regex_key, key_line
 from .models import KnowledgeSource
+
+
+#: The upload's default class: lorebooks are Canon, texts Reference.
+BY_FILE = ""
 
 
 class UploadOptionsForm(forms.Form):
     """How the uploaded files are to be used; the files come from the request."""
 
     classification = forms.ChoiceField(
-        choices=KnowledgeSource.Classification.choices, initial=KnowledgeSource.Classification.REFERENCE
+        choices=[(BY_FILE, "By file: lorebooks Canon, text Reference"), *KnowledgeSource.Classification.choices],
+        initial=BY_FILE, required=False,
     )
     visibility = forms.ChoiceField(
         choices=KnowledgeSource.Visibility.choices, initial=KnowledgeSource.Visibility.VISIBLE
@@ -27,6 +34,24 @@ class UploadOptionsForm(forms.Form):
         except services.ImportRefused as exc:
             self.add_error("always_include", str(exc))
         return data
+
+
+class EntryForm(forms.Form):
+    """What a reader edits of a lorebook entry. Keys are one comma-separated
+    line, as every tool the files come from writes them."""
+
+    title = forms.CharField(max_length=300, required=False)
+    keys = forms.CharField(required=False, max_length=5000)
+    text = forms.CharField(required=False, widget=forms.Textarea, max_length=200_000, strip=False)
+    enabled = forms.BooleanField(required=False)
+
+    def clean_keys(self):
+        keys = self.cleaned_data["keys"]
+        problems = [keys_module.pattern_problem(k) for k in key_line(keys) if is_regex_key(k)]
+        problems = [p for p in problems if p]
+        if problems:
+            raise forms.ValidationError("; ".join(problems) + ".")
+        return keys
 
 
 class SourceForm(forms.ModelForm):

@@ -3,6 +3,7 @@ scoped reads retrieval (issue 5) builds on."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -12,7 +13,8 @@ from django.db.models import Count, Sum
 from storyapp.models import Campaign
 
 from . import embeddings
-from .models import IndexJob, KnowledgeChunk, KnowledgeSource, WorkerHeartbeat
+from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry, WorkerHeartbeat
+from .services.lorebooks import USED_EXTRAS
 
 #: A worker whose heartbeat row is older than this is not counted as alive.
 WORKER_ALIVE_WITHIN = timedelta(seconds=45)
@@ -24,7 +26,9 @@ Ready = KnowledgeSource.IndexState.READY
 def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
     """The campaign's sources, each with `active_job` (or None) and
     `stale_vectors` (its vectors are from a model other than the current)."""
-    sources = list(campaign.sources.defer("content", "metadata").order_by("title", "id"))
+    sources = list(
+        campaign.sources.defer("content", "metadata").annotate(entry_count=Count("entries")).order_by("title", "id")
+    )
     active = {
         job.source_id: job
         for job in IndexJob.objects.filter(source__campaign=campaign, state__in=IndexJob.ACTIVE)
@@ -42,6 +46,40 @@ def in_flight(sources: Sequence[KnowledgeSource]) -> bool:
 
 def source_passages(source: KnowledgeSource, *, limit: int = 50) -> list[KnowledgeChunk]:
     return list(source.chunks.order_by("index")[:limit])
+
+
+def source_entries(source: KnowledgeSource) -> list[LoreEntry]:
+    """A lorebook's entries in the file's order, each ready for its page (`entry_view`)."""
+    return [entry_view(e) for e in source.entries.order_by("position")]
+
+
+def entry_view(entry: LoreEntry) -> LoreEntry:
+    """The entry with what its page shows: its keys as the line the reader
+    edits, and the settings the file gave it that Loremaster keeps unused."""
+    entry.key_text = ", ".join(entry.all_keys)
+    entry.kept = [(name, _shown(value)) for name, value in sorted((entry.extras or {}).items()) if name not in USED_EXTRAS]
+    return entry
+
+
+def kept_fields(source: KnowledgeSource) -> list[tuple[str, str]]:
+    """What the file carried besides its entries, for the source's page:
+    the book's own fields, then a card's, each as (name, value shown)."""
+    metadata = source.metadata or {}
+    shown = [(name, _shown(value)) for name, value in sorted((metadata.get("extras") or {}).items())]
+    card = metadata.get("card") or {}
+    for name, value in card.items():
+        if name == "extras":
+            shown += [(f"card {key}", _shown(v)) for key, v in sorted((value or {}).items())]
+        elif value:
+            shown.append((f"card {name.replace('_', ' ')}", _shown(value)))
+    return shown
+
+
+def _shown(value) -> str:
+    """A kept value as the page prints it: text as it is, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def monitor_jobs(*, state: str = "", limit: int = MONITOR_ROWS) -> list[IndexJob]:

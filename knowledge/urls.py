@@ -9,6 +9,12 @@ urlpatterns = [
     path("campaigns/<int:pk>/library/<int:source_id>/edit/", views.source_edit, name="source_edit"),
     path("campaigns/<int:pk>/library/<int:source_id>/reindex/", views.source_reindex, name="source_reindex"),
     path("campaigns/<int:pk>/library/<int:source_id>/delete/", views.source_delete, name="source_delete"),
+    path("campaigns/<int:pk>/library/<int:source_id>/export.json", views.source_export, name="source_export"),
+    path(
+        "campaigns/<int:pk>/library/<int:source_id>/entries/<int:entry_id>/",
+        views.entry_edit,
+        name="entry_edit",
+    ),
     path("ops/jobs/", views.job_monitor, name="job_monitor"),
     path("ops/jobs/<int:job_id>/retry/", views.job_retry, name="job_retry"),
     path("ops/jobs/<int:job_id>/cancel/", views.job_cancel, name="job_cancel"),

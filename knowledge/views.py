@@ -9,6 +9,7 @@ the method; a visitor who is not signed in is sent to log in.
 
 from __future__ import annotations
 
+import json
 from functools import wraps
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.text import slugify
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -27,8 +29,8 @@ from storyapp import selectors as story_selectors
 from storyapp.models import Campaign
 
 from . import selectors, services
-from .forms import LimitedUploadHandler, SourceForm, UploadOptionsForm
-from .models import IndexJob, KnowledgeSource
+from .forms import EntryForm, LimitedUploadHandler, SourceForm, UploadOptionsForm
+from .models import IndexJob, KnowledgeSource, LoreEntry
 
 LIBRARY = "knowledge/library.html"
 
@@ -120,12 +122,13 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
     result = services.sources_import(
         campaign=campaign,
         files=((upload.name, upload.read()) for upload in uploads),
-        classification=form.cleaned_data["classification"],
+        classification=form.cleaned_data["classification"] or None,
         visibility=form.cleaned_data["visibility"],
         always_include=form.cleaned_data["always_include"],
     )
     return _upload_response(
-        request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused
+        request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused,
+        reports=result.reports,
     )
 
 
@@ -135,31 +138,79 @@ def _too_many_files(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     ])
 
 
-def _upload_response(request, campaign, *, created=(), duplicates=(), refused=()) -> HttpResponse:
+def _upload_response(request, campaign, *, created=(), duplicates=(), refused=(), reports=()) -> HttpResponse:
     """Non-htmx: messages and a redirect. htmx: the library section with the
     outcome listed above it (a 200 even for refusals, which htmx would
-    otherwise not swap in)."""
+    otherwise not swap in). `reports` say what each lorebook brought."""
     if not request.htmx:
         if created:
             messages.success(request, f"Imported {len(created)} file{'s' if len(created) != 1 else ''}; indexing has started.")
+        for line in reports:
+            messages.info(request, line)
         for problem in [*duplicates, *refused]:
             messages.error(request, problem)
         return redirect("library", pk=campaign.pk)
-    context = _library_context(campaign, created=created, duplicates=duplicates, refused=refused)
+    context = _library_context(campaign, created=created, duplicates=duplicates, refused=refused, reports=reports)
     return render(request, LIBRARY + "#library", context)
 
 
 @login_required
 @require_GET
 def source_detail(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
-    """The source's passages as they were indexed, heading trails included."""
+    """The source's passages as they were indexed, heading trails included;
+    for a lorebook, its entries (editable) and what the file kept."""
     source = _source_for(request, pk, source_id)
     return render(request, "knowledge/source_detail.html", {
         "campaign": source.campaign,
         "source": source,
-        "passages": selectors.source_passages(source),
+        "passages": [] if source.is_lorebook else selectors.source_passages(source),
+        "entries": selectors.source_entries(source) if source.is_lorebook else [],
+        "kept": selectors.kept_fields(source) if source.is_lorebook else [],
         "jobs": source.jobs.order_by("-created")[:10],
     })
+
+
+@login_required
+@require_POST
+def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> HttpResponse:
+    """Saves one entry's title, keys, text and enabled state and re-indexes
+    its book; htmx gets the entry back, with the outcome in it."""
+    source = _source_for(request, pk, source_id)
+    entry = get_object_or_404(LoreEntry, pk=entry_id, source=source)
+    form = EntryForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            services.entry_update(entry=entry, **form.cleaned_data)
+        except services.ImportRefused as exc:
+            error = str(exc)
+    else:
+        error = " ".join(str(e) for errors in form.errors.values() for e in errors)
+    if not request.htmx:
+        if error:
+            messages.error(request, f"{entry}: {error}")
+        else:
+            messages.success(request, f"Saved “{entry}”; the book is being re-indexed.")
+        return redirect("source_detail", pk=pk, source_id=source_id)
+    entry.refresh_from_db()
+    return render(request, "knowledge/source_detail.html#entry", {
+        "campaign": source.campaign, "source": source, "entry": selectors.entry_view(entry),
+        "entry_error": error, "entry_saved": not error,
+    }, status=200 if not error else 400)
+
+
+@login_required
+@require_GET
+def source_export(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    """The lorebook, edits included, as SillyTavern World Info JSON."""
+    source = _source_for(request, pk, source_id)
+    if not source.is_lorebook:
+        raise Http404("Only lorebooks export as World Info.")
+    body = json.dumps(services.world_info_of(source), ensure_ascii=False, indent=2)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    name = slugify(source.title) or f"lorebook-{source.pk}"
+    response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    return response
 
 
 def _row_response(request: HttpRequest, source: KnowledgeSource, *, form=None, error: str = "") -> HttpResponse:

@@ -6,6 +6,6 @@ file name alone.
 """
 
 from .detect import read
-from .entries import CharacterCard, Entry, Lorebook, LorebookError, is_regex_key, split_keys
+from .entries import CharacterCard, Entry, Lorebook, LorebookError, is_regex_key, key_line, split_keys
 
-__all__ = ["CharacterCard", "Entry", "Lorebook", "LorebookError", "is_regex_key", "read", "split_keys"]
+__all__ = ["CharacterCard", "Entry", "Lorebook", "LorebookError", "is_regex_key", "key_line", "read", "split_keys"]

@@ -91,6 +91,26 @@ def split_keys(value) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(plain), tuple(patterns)
 
 
+def key_line(line: str) -> list[str]:
+    """A reader's comma-separated keys as a list. A comma inside a
+    `/pattern/flags` key ("/a{1,3}/") belongs to the pattern."""
+    keys: list[str] = []
+    pending = None
+    for part in line.split(","):
+        if pending is not None:
+            pending += "," + part
+            if is_regex_key(pending.strip()):
+                keys.append(pending)
+                pending = None
+        elif part.strip().startswith("/") and not is_regex_key(part.strip()):
+            pending = part
+        else:
+            keys.append(part)
+    if pending is not None:
+        keys.append(pending)
+    return [k.strip() for k in keys if k.strip()]
+
+
 def is_regex_key(key: str) -> bool:
     """`/pattern/` with optional flags (SillyTavern's convention)."""
     if len(key) < 3 or not key.startswith("/"):

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from storyapp.models import Campaign
 
-from ..lorebooks import Entry, Lorebook, split_keys
+from ..lorebooks import Entry, Lorebook, key_line, split_keys
 from ..lorebooks.export import to_world_info
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
@@ -169,7 +169,7 @@ def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled:
     """Changes one entry and queues its book's re-index. `keys` is the
     reader's comma-separated list; a key written /pattern/flags is a regex.
     The old passages stay searchable until the new ones are swapped in."""
-    plain, patterns = split_keys(k for k in keys.split(","))
+    plain, patterns = split_keys(key_line(keys))
     entry.title = title.strip()[:300]
     entry.keys, entry.regex_keys = list(plain), list(patterns)
     entry.text = text.replace("\r\n", "\n").replace("\r", "\n")

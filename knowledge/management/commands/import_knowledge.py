@@ -10,7 +10,9 @@ from storyapp.models import Campaign
 
 class Command(BaseCommand):
     help = (
-        "Import Markdown or text files into a campaign's library. Without --wait the index "
+        "Import Markdown or text files, and lorebooks (SillyTavern World Info and character cards, "
+        "NovelAI .lorebook/.story/.scenario, AI Dungeon, KoboldAI; read by content), into a campaign's "
+        "library, one source per file. Without --wait the index "
         "jobs are queued for the workers; with --wait they run here, and the command exits "
         "non-zero if any file was refused or any source failed."
     )
@@ -18,8 +20,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("files", nargs="+", metavar="FILE")
         parser.add_argument("--campaign", type=int, required=True, help="Campaign id.")
-        parser.add_argument("--class", dest="classification", required=True,
-                            choices=KnowledgeSource.Classification.values)
+        parser.add_argument("--class", dest="classification", default=None,
+                            choices=KnowledgeSource.Classification.values,
+                            help="Default: canon for lorebooks, reference for text.")
         parser.add_argument("--hidden", action="store_true", help="Narrator only.")
         parser.add_argument("--always-include", action="store_true", help="Canon only.")
         parser.add_argument("--wait", action="store_true", help="Index here and wait; needs no worker.")
@@ -28,6 +31,8 @@ class Command(BaseCommand):
         target = Campaign.objects.filter(pk=campaign).first()
         if target is None:
             raise CommandError(f"No campaign with id {campaign}.")
+        if always_include and classification is None:
+            classification = KnowledgeSource.Classification.CANON
         try:
             services.source_always_include_check(classification=classification, always_include=always_include)
         except services.ImportRefused as exc:
@@ -54,6 +59,8 @@ class Command(BaseCommand):
         problems += result.problems
         for problem in problems:
             self.stderr.write(problem)
+        for line in result.reports:
+            self.stdout.write(line)
         failed = 0
         for source in result.created:
             if wait:

@@ -80,7 +80,7 @@
       // Files in a dropped folder: only the kinds the library takes, so a
       // folder with images in it does not fill the page with refusals.
       if (entries.some((entry) => entry.isDirectory)) {
-        files = files.filter((file) => /\.(md|markdown|txt)$/i.test(file.name));
+        files = files.filter((file) => /\.(md|markdown|txt|json|png|lorebook|story|scenario)$/i.test(file.name));
       }
     } else {
       files = Array.from(event.dataTransfer.files || []);
