@@ -27,6 +27,7 @@ from django.db import transaction
 from contextbuild.memories import MAX_CHARS as MAX_MEMORY_CHARS
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
+from knowledge.lorebooks import Entry, Lorebook
 
 from . import derived
 from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
@@ -100,6 +101,7 @@ def export(campaign: Campaign) -> dict:
                 "always_include": s.always_include,
                 "enabled": s.enabled,
                 "text": s.content,
+                **({"lorebook": _lorebook(s)} if s.is_lorebook else {}),
             }
             for s in sources
         ],
@@ -390,6 +392,53 @@ def _bounded_text(item: dict, where: str, limit: int) -> str:
     return text
 
 
+def _lorebook(source) -> dict:
+    """A lorebook source's entries and what its file kept: an optional key,
+    additive to version 1, so a book comes back with its keys and flags."""
+    return {
+        "format": source.format,
+        "metadata": source.metadata,
+        "entries": [
+            {
+                "title": e.title, "text": e.text, "keys": e.keys, "secondary_keys": e.secondary_keys,
+                "regex_keys": e.regex_keys, "enabled": e.enabled, "constant": e.constant, "extras": e.extras,
+            }
+            for e in source.entries.order_by("position")
+        ],
+    }
+
+
+def _book(item: dict, where: str) -> tuple[Lorebook | None, dict]:
+    """The source's `lorebook`, checked, as the record the library stores,
+    and the metadata its file kept."""
+    raw = _require(item, "lorebook", dict, where, optional=True)
+    if raw is None:
+        return None, {}
+    where = f"{where}.lorebook"
+    format_name = _require(raw, "format", str, where)
+    if not format_name.strip():
+        raise BundleError(f"{where}.format should name the lorebook's format.")
+    metadata = _require(raw, "metadata", dict, where, optional=True) or {}
+    entries = []
+    for number, entry in enumerate(_require(raw, "entries", list, where)):
+        at = f"{where}.entries[{number}]"
+        _object(entry, at)
+        lists = {}
+        for name in ("keys", "secondary_keys", "regex_keys"):
+            values = _require(entry, name, list, at, optional=True) or []
+            if not all(isinstance(v, str) for v in values):
+                raise BundleError(f"{at}.{name} should be a list of strings.")
+            lists[name] = tuple(values)
+        entries.append(Entry(
+            title=_text(entry, "title", at), text=_text(entry, "text", at), **lists,
+            enabled=_require(entry, "enabled", bool, at, optional=True) is not False,
+            constant=bool(_require(entry, "constant", bool, at, optional=True)),
+            extras=_require(entry, "extras", dict, at, optional=True) or {},
+        ))
+    book = Lorebook(format=format_name, name=str(metadata.get("name") or ""), entries=tuple(entries))
+    return book, metadata
+
+
 def _source(item, index: int) -> dict:
     where = f"sources[{index}]"
     _object(item, where)
@@ -409,10 +458,12 @@ def _source(item, index: int) -> dict:
     # what an upload could not.
     filename = PurePath(_require(item, "filename", str, where).replace("\\", "/")).name
     text = _require(item, "text", str, where)
-    try:
-        text = knowledge.source_text_from_upload(filename=filename, data=text.encode("utf-8"))
-    except knowledge.ImportRefused as exc:
-        raise BundleError(f"{where}: {exc}") from exc
+    book, metadata = _book(item, where)
+    if book is None:
+        try:
+            text = knowledge.source_text_from_upload(filename=filename, data=text.encode("utf-8"))
+        except knowledge.ImportRefused as exc:
+            raise BundleError(f"{where}: {exc}") from exc
     return {
         "title": _text(item, "title", where),
         "filename": filename,
@@ -421,6 +472,8 @@ def _source(item, index: int) -> dict:
         "always_include": always,
         "enabled": _require(item, "enabled", bool, where, optional=True) is not False,
         "text": text,
+        "book": book,
+        "metadata": metadata,
     }
 
 
@@ -464,12 +517,16 @@ def _write(plan: dict, owner) -> Campaign:
         campaign.head = created[plan["head"]]
         campaign.save(update_fields=["head"])
     for source in plan["sources"]:
+        options = {
+            "campaign": campaign, "filename": source["filename"], "title": source["title"],
+            "classification": source["classification"], "visibility": source["visibility"],
+            "always_include": source["always_include"], "enabled": source["enabled"], "enqueue": False,
+        }
         try:
-            knowledge.source_create(
-                campaign=campaign, filename=source["filename"], text=source["text"], title=source["title"],
-                classification=source["classification"], visibility=source["visibility"],
-                always_include=source["always_include"], enabled=source["enabled"], enqueue=False,
-            )
+            if source["book"] is not None:
+                knowledge.lorebook_create(book=source["book"], metadata=source["metadata"], **options)
+            else:
+                knowledge.source_create(text=source["text"], **options)
         except knowledge.DuplicateSource:
             continue  # the same text twice in one bundle: one source carries it
     ContextSnapshot.objects.bulk_create(

@@ -113,9 +113,11 @@ def lorebook_create(
     always_include: bool = False,
     enabled: bool = True,
     title: str = "",
+    metadata: dict | None = None,
     enqueue: bool = True,
 ) -> KnowledgeSource:
     """Stores a book as one source with its entries and queues its index job.
+    `metadata` is what a campaign bundle kept of the file (else the book's).
 
     Raises DuplicateSource when the campaign holds the same book already,
     ImportRefused for always-include outside Canon.
@@ -143,7 +145,7 @@ def lorebook_create(
                 always_include=always_include,
                 enabled=enabled,
                 format=book.format[:80],
-                metadata=metadata_for(book),
+                metadata=metadata or metadata_for(book),
             )
             LoreEntry.objects.bulk_create(
                 LoreEntry(

@@ -139,3 +139,31 @@ def test_the_import_command_refuses_a_broken_file(alice, tmp_path):
     with pytest.raises(CommandError, match="not a JSON document"):
         call_command("import_campaign", str(path), owner="alice", stdout=StringIO())
     assert not Campaign.objects.exists()
+
+
+def test_a_lorebook_source_round_trips_with_its_entries_keys_flags_and_kept_fields(alice, bob):
+    from pathlib import Path
+
+    from knowledge import services as knowledge
+
+    data = (Path(__file__).parents[1] / "knowledge" / "lorebooks" / "data" / "st_westhaven.json").read_bytes()
+    campaign = CampaignFactory(owner=alice)
+    [source] = knowledge.sources_import(campaign=campaign, files=[("westhaven.json", data)], enqueue=False).created
+    entry = source.entries.get(title="The Lantern Guild")
+    knowledge.entry_update(entry=entry, title="The Wick Guild", keys="wicks", text="Edited.", enabled=False)
+    exported = json.loads(json.dumps(bundle.export(campaign)))
+    copied = bundle.import_and_index(exported, owner=bob)
+    [book] = copied.sources.all()
+    assert (book.format, book.classification, book.index_state) == ("SillyTavern World Info", "canon", "ready")
+    assert book.metadata == source.metadata
+    fields = ("title", "text", "keys", "secondary_keys", "regex_keys", "enabled", "constant", "extras")
+    assert list(book.entries.values_list(*fields)) == list(source.entries.values_list(*fields))
+    assert book.passage_count == 4
+
+
+def test_a_malformed_lorebook_in_a_bundle_is_refused_naming_the_entry(alice):
+    broken = copy.deepcopy(EXAMPLE)
+    broken["sources"][0]["lorebook"] = {"format": "SillyTavern World Info", "entries": [{"keys": "dragon"}]}
+    with pytest.raises(bundle.BundleError, match=r"sources\[0\]\.lorebook\.entries\[0\]\.keys"):
+        bundle.import_bundle(broken, owner=alice)
+    assert not Campaign.objects.filter(owner=alice).exists()
