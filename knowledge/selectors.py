@@ -57,7 +57,11 @@ def entry_view(entry: LoreEntry) -> LoreEntry:
     """The entry with what its page shows: its keys as the line the reader
     edits, and the settings the file gave it that Loremaster keeps unused."""
     entry.key_text = ", ".join(entry.all_keys)
-    entry.kept = [(name, _shown(value)) for name, value in sorted((entry.extras or {}).items()) if name not in USED_EXTRAS]
+    extras = entry.extras or {}
+    filled = set(extras.get("defaulted") or ())
+    entry.kept = [
+        (name, _shown(value)) for name, value in sorted(extras.items()) if name not in USED_EXTRAS | filled
+    ]
     return entry
 
 

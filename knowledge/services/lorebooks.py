@@ -29,8 +29,14 @@ Source = KnowledgeSource
 #: Suffixes that mark a lorebook file; the content still decides (knowledge.lorebooks.detect).
 LOREBOOK_SUFFIXES = (".json", ".png", ".lorebook", ".story", ".scenario")
 #: Entry extras that are how SillyTavern matches keys, which Loremaster
-#: applies (knowledge.keys); every other extra is kept and shown as unused.
-USED_EXTRAS = frozenset({"uid", "selective", "selectiveLogic", "caseSensitive", "matchWholeWords", "displayIndex"})
+#: applies (knowledge.keys), the title it read, and the readable labels the
+#: importers add beside numbered settings: every other extra is the file's
+#: own, kept and shown as unused.
+USED_EXTRAS = frozenset({
+    "uid", "selective", "selectiveLogic", "caseSensitive", "matchWholeWords", "displayIndex", "comment",
+    "defaulted", "position_name", "selectiveLogic_name", "role_name", "categoryName", "folderName", "match",
+    "keysecondary_regex", "regex_from_use_regex",
+})
 
 
 def render(entries) -> str:
@@ -54,7 +60,10 @@ def render(entries) -> str:
 def title_of(book: Lorebook, filename: str) -> str:
     if book.card is not None:
         return f"{book.card.name}'s lorebook" if book.card.name else "Character card lorebook"
-    return (book.name or PurePath(filename).stem or filename).strip()[:200]
+    name = book.name.strip()
+    if not name or name == PurePath(filename).name:
+        name = PurePath(filename).stem or filename  # a book without a name of its own
+    return name[:200]
 
 
 def unused_fields(book: Lorebook) -> list[str]:
@@ -64,7 +73,8 @@ def unused_fields(book: Lorebook) -> list[str]:
     if book.card is not None:
         names |= {f"card.{name}" for name in book.card.extras}
     for entry in book.entries:
-        names |= {name for name in entry.extras if name not in USED_EXTRAS}
+        filled = set(entry.extras.get("defaulted") or ())
+        names |= {name for name in entry.extras if name not in USED_EXTRAS and name not in filled}
     return sorted(names)
 
 
