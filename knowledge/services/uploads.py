@@ -67,7 +67,7 @@ def read_upload(*, filename: str, data: bytes) -> str | Lorebook:
     if book is not None:
         return book
     if named_lorebook:
-        raise ImportRefused(f"{name}: {_not_a_lorebook(data)}. Nothing was imported from it.")
+        raise ImportRefused(f"{name}: {_not_a_lorebook(lowered, data)}. Nothing was imported from it.")
     if not lowered.endswith(ALLOWED_SUFFIXES):
         raise ImportRefused(
             f"{name or 'The file'}: Loremaster imports Markdown (.md, .markdown) and plain text (.txt), "
@@ -77,8 +77,10 @@ def read_upload(*, filename: str, data: bytes) -> str | Lorebook:
     return source_text_from_upload(filename=name, data=data)
 
 
-def _not_a_lorebook(data: bytes) -> str:
+def _not_a_lorebook(name: str, data: bytes) -> str:
     """Why a file named as a lorebook could not be read as one."""
+    if name.endswith(".png"):
+        return "the file is not a PNG image (a character card is a PNG with the card inside, or JSON)"
     try:
         json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:

@@ -56,7 +56,8 @@ def test_without_htmx_an_upload_redirects_back_with_a_message(reader, campaign):
 @pytest.mark.parametrize(
     ("upload", "message"),
     [
-        (md("map.png", "not really a png"), "only Markdown (.md, .markdown) and plain text (.txt)"),
+        (md("map.png", "not really a png"), "map.png: the file is not a PNG image"),
+        (md("notes.docx", "a word file"), "Loremaster imports Markdown (.md, .markdown) and plain text (.txt)"),
         (md("latin1.md", "Caf\xe9".encode("latin-1")), "not UTF-8 text"),
         (md("empty.md", ""), "the file is empty"),
         (md("blank.md", "  \n\n \t\n"), "the file is empty"),
