@@ -319,3 +319,18 @@ class StateForm(forms.Form):
 
 class BundleUploadForm(forms.Form):
     bundle = forms.FileField(label="Campaign bundle (.json)", help_text="A file exported from Loremaster (format 1).")
+
+
+class CardUploadForm(forms.Form):
+    card = forms.FileField(
+        label="Character card (.png or .json)",
+        help_text="A SillyTavern character card, V1, V2 or V3: the image with the card inside, or its JSON.",
+        widget=forms.FileInput(attrs={"accept": ".png,.json,image/png,application/json"}),
+        error_messages={"required": "Choose a character card file."},
+    )
+    greeting = forms.IntegerField(
+        label="Opening greeting", required=False, min_value=0, max_value=999, initial=0,
+        # A number of a digit or two: the full-width inputs of app.css make it a long bar.
+        widget=forms.NumberInput(attrs={"style": "width:7rem"}),
+        help_text="0 opens with the card's first message; 1, 2, … with its alternate greetings, in the card's order.",
+    )

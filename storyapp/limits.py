@@ -10,7 +10,7 @@ read in full before the 403). `BodyLimit` sits in front of Django, in
 2. a streamed (chunked) body, as soon as the bytes received pass the limit,
    telling Django the client went away so it stops reading and answers nothing.
 
-The two upload views may carry `KNOWLEDGE_MAX_REQUEST_BYTES` (which already
+The upload views may carry `KNOWLEDGE_MAX_REQUEST_BYTES` (which already
 allows for the multipart overhead around the files); every other path
 `REQUEST_MAX_BODY_BYTES`, a little over what Django accepts as form data.
 """
@@ -29,7 +29,7 @@ Message = dict
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-UPLOAD_VIEWS = frozenset({"library_upload", "campaign_import"})
+UPLOAD_VIEWS = frozenset({"library_upload", "campaign_import", "campaign_from_card"})
 
 
 def body_limit_for(path: str) -> int:

@@ -39,6 +39,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("campaigns/", views.campaign_list, name="campaign_list"),
     path("campaigns/new/", views.campaign_create, name="campaign_create"),
+    path("campaigns/new/from-card/", views.campaign_from_card, name="campaign_from_card"),
     path("campaigns/import/", views.campaign_import, name="campaign_import"),
     path("campaigns/<int:pk>/", include(campaign_patterns)),
     path("", include("knowledge.urls")),

@@ -25,12 +25,13 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from . import bundle, health, inspector, lineage, quotas, selectors, services, storyexport
+from . import bundle, cards, health, inspector, lineage, quotas, selectors, services, storyexport
 from .access import action_for, campaign_for
 from .forms import (
     ActionEditForm,
     BundleUploadForm,
     CampaignForm,
+    CardUploadForm,
     MemoryForm,
     StateForm,
     TurnForm,
@@ -248,6 +249,51 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
         services.story_open(campaign=campaign, now=timezone.now())
         return redirect("campaign_play", pk=campaign.pk)
     return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None})
+
+
+CARD_FORM = "storyapp/campaign_from_card.html"
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_from_card(request: HttpRequest) -> HttpResponse:
+    """A campaign started from a character card (storyapp.cards). A refusal
+    shows the form again with the reason, 400 (429 over a quota), and
+    nothing stored; the size is checked before the upload is read."""
+    if request.method != "POST":
+        return render(request, CARD_FORM, {"form": CardUploadForm()})
+    form = CardUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, CARD_FORM, {"form": form}, status=400)
+    upload = form.cleaned_data["card"]
+    try:
+        cards.size_check(filename=upload.name, size=upload.size)
+        campaign = cards.campaign_from_card(
+            owner=request.user, filename=upload.name, data=upload.read(), greeting=form.cleaned_data["greeting"] or 0,
+        )
+    except quotas.OverQuota as exc:
+        form.add_error(None, str(exc))
+        return quotas.over_quota(render(request, CARD_FORM, {"form": form}), exc)
+    except cards.CardRefused as exc:
+        form.add_error(None, str(exc))
+        return render(request, CARD_FORM, {"form": form}, status=400)
+    messages.success(request, _card_started(campaign, upload.name))
+    return redirect("campaign_play", pk=campaign.pk)
+
+
+def _card_started(campaign: Campaign, filename: str) -> str:
+    """The success message: what the library received, and the greetings not used."""
+    source = campaign.sources.get()
+    entries = source.entries.count()
+    if entries:
+        lore = f"{entries} lorebook entr{'y' if entries == 1 else 'ies'} imported into its library, being indexed."
+    else:
+        lore = "The card has no lorebook entries; its library keeps the card's details."
+    greetings = len(((source.metadata or {}).get("card") or {}).get("alternate_greetings") or ())
+    numbers = "1" if greetings == 1 else f"1 to {greetings}"
+    other = (f" The card also has {greetings} alternate greeting{'s' if greetings != 1 else ''}: to open with one, "
+             f"start again from the card and choose greeting {numbers}.") if greetings else ""
+    return f"Started “{campaign.title}” from {filename}. {lore}{other}"
 
 
 @login_required
