@@ -56,6 +56,7 @@ from knowledge.lorebooks.sillytavern import (
 )
 
 PNG_FORMAT = "Character Card PNG"
+BOOK_FORMAT = "Character book (V2 lorebook)"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPECS = {"chara_card_v2": "V2", "chara_card_v3": "V3"}
 
@@ -208,6 +209,24 @@ def parse_card_json(data: dict, *, name: str) -> Lorebook:
         extras={"character_book": book_extras} if book is not None else {},
         notes=tuple(notes),
         card=card,
+    )
+
+
+def parse_character_book(data: dict, *, name: str) -> Lorebook:
+    """A character book saved on its own, outside any card: Chub's lorebook
+    download and card editors' "export lorebook" write the V2 spec's
+    `character_book` object (`{"name", "scan_depth", "token_budget",
+    "extensions", "entries": [{keys, secondary_keys, content, enabled,
+    insertion_order, ...}]}`). It looks like a World Info file but its
+    entries use the card's names, so the card's book reader reads it."""
+    entries, extras = _book(data, format_name=BOOK_FORMAT, version="V2", where="")
+    own_name = data.get("name")
+    return Lorebook(
+        format=BOOK_FORMAT,
+        name=own_name.strip() if isinstance(own_name, str) and own_name.strip() else name,
+        entries=entries,
+        extras=extras,
+        notes=() if entries else ("empty lorebook",),
     )
 
 
@@ -419,7 +438,7 @@ def _assets(assets) -> list:
     return kept
 
 
-def _book(book, *, format_name: str, version: str) -> tuple[tuple[Entry, ...], dict]:
+def _book(book, *, format_name: str, version: str, where: str = "character_book.") -> tuple[tuple[Entry, ...], dict]:
     """The book's entries, and its other fields (name, scan_depth, ...)."""
     if book is None:
         return (), {}
@@ -438,7 +457,7 @@ def _book(book, *, format_name: str, version: str) -> tuple[tuple[Entry, ...], d
         raise LorebookError(
             format_name,
             f"the character book's entries are a {json_type(raw_entries)}, not a list",
-            field="character_book.entries",
+            field=f"{where}entries",
         )
     entries = tuple(
         _book_entry(raw, index=index, format_name=format_name, version=version)
@@ -481,9 +500,7 @@ def _book_entry(raw, *, index: int, format_name: str, version: str) -> Entry:
         "constant": raw.get("constant"),
         "selective": raw.get("selective") or False,
         "order": _default(raw.get("insertion_order"), 100),
-        "disable": not read_flag(
-            raw, "enabled", True, format_name=format_name, uid=uid
-        ),
+        "disable": _disabled(raw, format_name=format_name, uid=uid),
         "displayIndex": _default(extensions.get("display_index"), index),
     }
     position = extensions.get("position")
@@ -556,6 +573,15 @@ def _book_entry(raw, *, index: int, format_name: str, version: str) -> Entry:
         regex_keys=regex_keys,
         extras=extras,
     )
+
+
+def _disabled(raw: dict, *, format_name: str, uid) -> bool:
+    """Whether a book entry is switched off: its `enabled` (the spec's
+    name); a book written in SillyTavern's style with `disable` instead
+    keeps that meaning rather than reading as enabled."""
+    if "enabled" not in raw and "disable" in raw:
+        return read_flag(raw, "disable", False, format_name=format_name, uid=uid)
+    return not read_flag(raw, "enabled", True, format_name=format_name, uid=uid)
 
 
 def _promote_regex_keys(

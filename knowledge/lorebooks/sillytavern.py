@@ -16,7 +16,7 @@ stale and it is never a second book: it is ignored, with a note.
 
 from __future__ import annotations
 
-from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, split_keys
+from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, key_line, split_keys
 
 FORMAT = "SillyTavern World Info"
 
@@ -214,12 +214,14 @@ def enum_name(names: dict, value) -> str:
 
 
 def read_keys(value, *, format_name: str, uid, field: str) -> list[str]:
-    """A key list: a list of strings (numbers are read as their text), a
-    single string taken as one key, or nothing."""
+    """A key list: a list of strings (numbers are read as their text), or
+    nothing. A string is the comma-separated line SillyTavern's editor shows
+    (community tools and hand-edited files write `"key": "a, b"`): it is
+    split on its commas, a comma inside a `/pattern/` staying in the pattern."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [value]
+        return key_line(value)
     if not isinstance(value, list):
         raise LorebookError(
             format_name,

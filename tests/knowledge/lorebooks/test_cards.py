@@ -12,10 +12,11 @@ import copy
 import json
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
-from knowledge.lorebooks.cards import parse_card_json, parse_card_png, read_png_text
+from knowledge.lorebooks.cards import parse_card_json, parse_card_png, parse_character_book, read_png_text
 from knowledge.lorebooks.entries import LorebookError
 
 V1 = {
@@ -504,3 +505,83 @@ def test_not_a_png_or_a_cut_short_one_is_refused(data):
     with pytest.raises(LorebookError) as caught:
         parse_card_png(data, name="x.png")
     assert str(caught.value).startswith("Character Card PNG: ")
+
+
+# Real files (audit): SillyTavern's default card, books saved on their own,
+# card books written by hand or by other editors.
+
+DATA = Path(__file__).parent / "data"
+
+
+def seraphina():
+    """SillyTavern's default_Seraphina.png card, as its `chara` chunk holds
+    it (a V2 hybrid with the V1 fields on top), texts shortened."""
+    return json.loads((DATA / "st_default_seraphina_card.json").read_text(encoding="utf-8"))
+
+
+def test_sillytaverns_default_card_png_arrives_with_its_four_book_entries():
+    book = parse_card_png(png(text_chunk("chara", seraphina())), name="default_Seraphina.png")
+
+    assert book.format == "Character Card V2" and book.card.name == "Seraphina"
+    assert [entry.title for entry in book.entries] == ["eldoria", "shadowfang", "glade", "power"]
+    assert book.entries[2].keys == ("glade", "safe haven", "refuge")
+    assert all(entry.enabled and not entry.constant for entry in book.entries)
+    assert book.extras["character_book"]["name"] == "Eldoria"
+    assert book.card.extras["extensions"]["world"] == "Eldoria"
+
+
+def test_png_with_a_v2_chara_and_its_v3_ccv3_copy_reads_the_v3_card():
+    v3 = copy.deepcopy(seraphina()["data"])
+    v3["group_only_greetings"] = []
+    v3_card = {"spec": "chara_card_v3", "spec_version": "3.0", "data": v3}
+
+    book = parse_card_png(png(text_chunk("chara", seraphina()), text_chunk("ccv3", v3_card)), name="x.png")
+
+    assert book.format == "Character Card V3" and len(book.entries) == 4
+
+
+def test_book_entry_keys_written_as_a_comma_string_are_split():
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+        "name": "Mira", "first_mes": "Hello.",
+        "extensions": {"depth_prompt": {"prompt": "Mira is wary.", "depth": 4, "role": "system"}},
+        "character_book": {"entries": [
+            {"id": 7, "keys": "Mira, cartographer", "secondary_keys": "map, secret", "content": "t",
+             "insertion_order": 1},
+        ]},
+    }}
+
+    book = parse_card_json(card, name="x")
+
+    (entry,) = book.entries
+    assert entry.keys == ("Mira", "cartographer") and entry.secondary_keys == ("map", "secret")
+    assert entry.enabled and entry.extras["id"] == 7
+    assert book.card.extras["extensions"]["depth_prompt"]["depth"] == 4
+
+
+def test_book_entry_written_with_sillytaverns_disable_stays_disabled():
+    card = {"spec": "chara_card_v2", "data": {"name": "Mira", "character_book": {"entries": [
+        {"keys": ["a"], "content": "t", "disable": True},
+        {"keys": ["b"], "content": "t"},
+    ]}}}
+
+    first, second = parse_card_json(card, name="x").entries
+
+    assert first.enabled is False and second.enabled is True
+
+
+def test_a_character_book_saved_on_its_own_reads_as_a_book():
+    book = parse_character_book(json.loads((DATA / "chub_lorebook_saltroad.json").read_text()), name="x.json")
+
+    assert book.format == "Character book (V2 lorebook)" and book.name == "Salt Road Lore" and book.card is None
+    mira, karth, law = book.entries
+    assert [mira.title, karth.title, law.title] == ["Mira Vell", "Karth", "Road law"]
+    assert karth.keys == ("Karth", "white city") and not karth.enabled
+    assert law.constant and law.enabled and law.keys == ()
+    assert book.extras["extensions"]["chub"]["id"] == 123456 and book.extras["scan_depth"] == 2
+
+
+def test_a_character_book_whose_entries_are_not_a_list_is_refused_naming_the_field():
+    with pytest.raises(LorebookError) as caught:
+        parse_character_book({"name": "x", "entries": "Mira"}, name="x")
+
+    assert caught.value.format_name == "Character book (V2 lorebook)" and caught.value.field == "entries"

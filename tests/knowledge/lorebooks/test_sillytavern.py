@@ -6,6 +6,8 @@ shape is the ten fields of its 2023 default content (Eldoria.json).
 """
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 
@@ -366,3 +368,77 @@ def test_position_sillytavern_does_not_define_is_kept_and_named_unknown(position
     )
     assert book.entries[0].extras["position"] == position
     assert book.entries[0].extras["position_name"] == "unknown"
+
+
+# Real files (audit): SillyTavern's own default world, books SillyTavern made
+# from a card, hand-edited and community files, a large community book.
+
+DATA = Path(__file__).parent / "data"
+
+
+def load(name):
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+def test_sillytaverns_default_eldoria_world_arrives_whole():
+    """default/content/Eldoria.json as SillyTavern ships it: four entries
+    with only the 2023 fields, no comments, no book name."""
+    book = parse_world_info(load("st_default_eldoria.json"), name="Eldoria.json")
+
+    assert [entry.title for entry in book.entries] == ["eldoria", "shadowfang", "glade", "power"]
+    assert book.entries[0].keys == ("eldoria", "wood", "forest", "magical forest")
+    assert all(entry.enabled and not entry.constant and entry.text for entry in book.entries)
+    assert all(entry.extras["selective"] is False for entry in book.entries)
+
+
+def test_keys_written_as_a_comma_string_are_split_into_keys():
+    entry = parse_world_info(
+        {"entries": {"0": {"key": "Mira, cartographer,, /salt{1,2}/i", "keysecondary": "map, secret", "content": "x"}}},
+        name="x",
+    ).entries[0]
+
+    assert entry.keys == ("Mira", "cartographer")
+    assert entry.regex_keys == ("/salt{1,2}/i",)
+    assert entry.secondary_keys == ("map", "secret")
+
+
+def test_book_made_from_a_card_keeps_numeric_string_uids_and_every_entry():
+    book = parse_world_info(load("st_card_lore_original_data.json"), name="Salt Road.json")
+
+    assert [entry.title for entry in book.entries] == ["Mira Vell", "Karth", "Glass Coast", "Caravan rules"]
+    mira, karth, coast, rules = book.entries
+    assert karth.keys == ("Karth", "the white city") and karth.regex_keys == ("/salt[- ]?brick/i",)
+    assert karth.secondary_keys == ("tower", "towers")
+    assert not coast.enabled and rules.constant and rules.extras["position_name"] == "at_depth"
+    assert [entry.extras["uid"] for entry in book.entries] == [0, 1, 2, 3]
+    assert any("originalData" in note and "1 entries" in note for note in book.notes)
+
+
+def community_book(count):
+    """A community world of `count` entries as SillyTavern saves one: keyed
+    by uid strings, every fourth entry constant, every tenth disabled, some
+    with secondary keys, a regex key or no comment."""
+    entries = {}
+    for uid in range(count):
+        entries[str(uid)] = current_entry(
+            uid,
+            key=[f"place{uid}", f"the {uid}th district"] + (["/dist(rict)? ?%d/i" % uid] if uid % 7 == 0 else []),
+            keysecondary=["market"] if uid % 5 == 0 else [],
+            comment="" if uid % 9 == 0 else f"District {uid}",
+            content=f"District {uid} lies by the canal.",
+            constant=uid % 4 == 0,
+            disable=uid % 10 == 0,
+        )
+    return {"entries": entries, "name": "Canal City"}
+
+
+def test_a_250_entry_community_world_arrives_with_every_title_key_and_flag():
+    book = parse_world_info(community_book(250), name="canal.json")
+
+    assert len(book.entries) == 250 and book.name == "Canal City"
+    for uid, entry in enumerate(book.entries):
+        assert entry.title == (f"place{uid}" if uid % 9 == 0 else f"District {uid}")
+        assert entry.keys == (f"place{uid}", f"the {uid}th district")
+        assert entry.regex_keys == ((f"/dist(rict)? ?{uid}/i",) if uid % 7 == 0 else ())
+        assert entry.secondary_keys == (("market",) if uid % 5 == 0 else ())
+        assert entry.constant is (uid % 4 == 0) and entry.enabled is (uid % 10 != 0)
