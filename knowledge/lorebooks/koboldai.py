@@ -4,13 +4,20 @@ A KoboldAI story save is `{"gamestarted", "prompt", "memory", "actions",
 "worldinfo": [{key, keysecondary, content, comment, folder, selective,
 constant}], "wifolders_d": {"<folder uid>": {"name", "collapsed"}},
 "wifolders_l": [...]}`; saves converted from other tools carry only `key`
-and `content`, and KoboldAI Lite's add `keyanti` and `probability`.
+and `content`, and KoboldAI Lite's add `keyanti`, `probability`, `wigroup`
+and `widisabled` (its switch: a disabled entry arrives disabled).
 KoboldAI United also saves `worldinfo_v2`, `{"folders": {name: [uids]},
 "entries": {uid: {title, key: [...], keysecondary: [...], folder: name,
-content, ...}}}`, which is the richer copy of the same entries and is read
-instead of the old list. A world info file is a bare array of the same
-entries (KoboldAI's own exporter writes AI Dungeon's `keys`/`entry` names,
-read too).
+content, type, ...}}}`, which is the richer copy of the same entries and
+is read instead of the old list; United's "export world info" writes that
+object on its own, `{"folders", "entries"}`. An entry of `type` "constant"
+or "commentator" is constant, as United's loader makes it. A world info
+file is a bare array of the same entries (KoboldAI's own exporter writes AI
+Dungeon's `keys`/`entry` names, read too).
+
+The blank entry KoboldAI keeps at the end of each folder for a new one (no
+keys, no text, no title, `init: false`) is skipped with a count; an entry
+with a title of its own is kept even when it is still empty.
 
 Keys are comma strings that KoboldAI matches as lowercase substrings,
 never as words or regexes: they are kept as written, and each entry
@@ -22,8 +29,10 @@ from __future__ import annotations
 from .entries import Entry, Lorebook, LorebookError, kind_of
 
 FORMAT = "KoboldAI world info"
+# The title United gives an entry it creates empty.
+PLACEHOLDER_TITLE = "New World Info Entry"
 
-_USED = {"key", "keys", "keysecondary", "content", "entry", "constant"}
+_USED = {"key", "keys", "keysecondary", "content", "entry", "constant", "widisabled"}
 
 
 def parse(data, *, name: str) -> Lorebook:
@@ -46,8 +55,9 @@ def parse(data, *, name: str) -> Lorebook:
             for key in ("wifolders_d", "wifolders_l", "gamestarted", "anotetemplate")
             if key in data
         }
-        if isinstance(data.get("worldinfo_v2"), dict) and label.endswith("(v2)"):
-            extras["worldinfo_v2_folders"] = data["worldinfo_v2"].get("folders", {})
+        if label.endswith("(v2)"):
+            v2 = data["worldinfo_v2"] if isinstance(data.get("worldinfo_v2"), dict) else data
+            extras["worldinfo_v2_folders"] = v2.get("folders", {})
     else:
         raise LorebookError(FORMAT, f"expected a story save or a list of entries, found {kind_of(data)}")
 
@@ -70,6 +80,8 @@ def _from_save(data: dict):
     """(index, entry) pairs, folder names by id, the format label and a
     note, from a story save."""
     v2 = data.get("worldinfo_v2")
+    if v2 is None and "worldinfo" not in data and isinstance(data.get("folders"), dict):
+        v2 = data  # United's "export world info" file: the v2 object on its own
     if isinstance(v2, dict) and v2.get("entries"):
         raw = v2["entries"]
         if not isinstance(raw, dict):
@@ -109,14 +121,15 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     text = raw.get(text_field) or ""
     if not isinstance(text, str):
         raise LorebookError(format_name, f"{text_field} must be a string, found {kind_of(text)}", entry=label, field=text_field)
-    if not keys and not text.strip():
+    if not keys and not text.strip() and (label if isinstance(label, str) else "") in ("", PLACEHOLDER_TITLE):
         return None
 
-    constant = raw.get("constant", False)
-    if constant is None:
-        constant = False
-    if not isinstance(constant, bool):
-        raise LorebookError(format_name, f"constant must be true or false, found {kind_of(constant)}", entry=label, field="constant")
+    constant = _flag(raw, "constant", format_name, label)
+    # United's loader makes "constant" and "commentator" entries constant whatever their flag says.
+    if raw.get("type") in ("constant", "commentator"):
+        constant = True
+    # KoboldAI Lite switches an entry off with `widisabled`; the others have no such flag.
+    enabled = not _flag(raw, "widisabled", format_name, label)
 
     extras = {field: value for field, value in raw.items() if field not in _USED | {"title", "comment"}}
     if isinstance(raw.get("comment"), str) and raw.get("title"):
@@ -126,7 +139,18 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     if folder is not None and folder != "root":
         extras["folderName"] = folders.get(str(folder), str(folder))
     title = comment.strip() if isinstance(comment, str) and comment.strip() else (keys[0] if keys else f"Entry {index + 1 if isinstance(index, int) else index}")
-    return Entry(title=title, text=text, keys=keys, secondary_keys=secondary, constant=constant, extras=extras)
+    return Entry(
+        title=title, text=text, keys=keys, secondary_keys=secondary, enabled=enabled, constant=constant, extras=extras
+    )
+
+
+def _flag(raw: dict, field: str, format_name: str, label) -> bool:
+    value = raw.get(field, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise LorebookError(format_name, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
+    return value
 
 
 def _keys(raw, format_name: str, label, field: str) -> tuple[str, ...]:

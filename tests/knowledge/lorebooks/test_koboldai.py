@@ -164,3 +164,66 @@ def test_malformed_save_names_format_entry_and_field(data, entry, field):
 def test_files_of_the_wrong_shape_are_refused(data):
     with pytest.raises(LorebookError, match="KoboldAI world info"):
         parse(data, name="x")
+
+
+# Real files (audit): KoboldAI Lite saves, KoboldAI United's story saves and
+# its world info export (koboldai_settings.KoboldWorldInfo.to_json).
+
+
+def test_lite_save_keeps_a_switched_off_entry_disabled():
+    book = parse(load("kobold_lite_save.json"), name="x")
+
+    assert [entry.title for entry in book.entries] == ["Mira Vell", "Karth", "Road law", "oasis"]
+    mira, karth, law, oasis = book.entries
+    assert karth.enabled is False and mira.enabled and law.enabled and oasis.enabled
+    assert law.constant and law.keys == ()
+    assert oasis.secondary_keys == ("water",) and oasis.extras["keyanti"] == "mirage"
+    assert mira.extras["wigroup"] == "People" and "widisabled" not in mira.extras
+
+
+def test_united_story_save_reads_worldinfo_v2_and_skips_the_folder_placeholders():
+    book = parse(load("kobold_united_save.json"), name="x")
+
+    assert book.format == "KoboldAI world info (v2)"
+    karth, mira = book.entries
+    assert (karth.title, mira.title) == ("Karth", "Mira Vell")
+    assert mira.constant and mira.keys == ("Mira", "cartographer") and mira.secondary_keys == ("map",)
+    assert mira.extras["folderName"] == "People"
+
+
+def test_united_world_info_export_on_its_own_is_koboldai_not_sillytavern():
+    book = parse(load("kobold_united_wi_export.json"), name="x")
+
+    assert book.format == "KoboldAI world info (v2)"
+    assert [entry.title for entry in book.entries] == ["Karth", "Mira Vell", "Narrator"]
+    assert all(entry.extras["match"] == "substring" for entry in book.entries)
+    assert book.extras["worldinfo_v2_folders"] == {"root": [0], "People": [1, 2]}
+
+
+@pytest.mark.parametrize("kind", ["constant", "commentator"])
+def test_united_constant_and_commentator_entries_are_constant(kind):
+    data = {"folders": {"root": [0]}, "entries": {"0": {"uid": 0, "title": "t", "key": [], "keysecondary": [],
+                                                         "content": "x", "constant": False, "type": kind}}}
+
+    (entry,) = parse(data, name="x").entries
+
+    assert entry.constant is True
+
+
+def test_a_save_holding_only_the_new_entry_placeholder_is_empty_with_a_note():
+    book = parse(load("kobold_save_only_placeholder.json"), name="x")
+
+    assert book.entries == () and any("1 blank entry" in note for note in book.notes)
+
+
+def test_a_titled_entry_without_keys_or_text_is_kept():
+    (entry,) = parse({"prompt": "", "worldinfo": [wi(key="", content="", comment="To write")]}, name="x").entries
+
+    assert entry.title == "To write"
+
+
+def test_widisabled_that_is_not_a_boolean_is_refused_naming_the_field():
+    with pytest.raises(LorebookError) as caught:
+        parse([wi(widisabled="yes")], name="x")
+
+    assert caught.value.field == "widisabled"
