@@ -10,7 +10,10 @@ A `.lorebook` is `{"lorebookVersion": 1..6, "entries": [...], "settings",
 own defaults and bias groups. Every field may be missing. A `.scenario` has
 the book at `lorebook`; a `.story` (`storyContainerVersion`) at
 `content.lorebook`, where `content` is an object in the files seen, or a
-JSON string.
+JSON string (current stories keep their text in `content.document`, a
+base64 binary the lorebook does not need). Either is named by its title.
+NovelAI's "export as image" puts a `.lorebook`'s JSON, base64-encoded, in a
+PNG's `naidata` text chunk.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys
 
 FORMAT = "NovelAI lorebook"
 
+# The name NovelAI gives a new entry: with no text and no keys, such an entry
+# is the editor's untouched placeholder. A named entry is kept even when empty.
+PLACEHOLDER_NAME = "New Lorebook Entry"
 # The entry fields that become the record's own; everything else is kept.
 _USED = {"displayName", "text", "keys", "enabled", "forceActivation"}
 
@@ -32,8 +38,9 @@ def parse_lorebook(data: dict, *, name: str) -> Lorebook:
 
     1. Check the book's shape (an object with an `entries` list).
     2. Name the categories by id, so an entry's category is kept readable.
-    3. Read each entry; an entry with neither keys nor text is NovelAI's
-       "New Lorebook Entry" placeholder and is skipped with a count.
+    3. Read each entry; an entry with neither keys nor text nor a name of
+       its own is NovelAI's "New Lorebook Entry" placeholder and is skipped
+       with a count.
     """
     if not isinstance(data, dict):
         raise LorebookError(FORMAT, f"expected an object, found {kind_of(data)}")
@@ -85,17 +92,37 @@ def parse_story(data: dict, *, name: str) -> Lorebook:
         raise LorebookError("NovelAI story", "neither a .scenario (“lorebook”) nor a .story (“content”)")
 
     if book is None:
-        return Lorebook(format=kind, name=name, entries=(), extras=meta, notes=("empty lorebook",))
+        title = meta.get("title")
+        title = title.strip() if isinstance(title, str) and title.strip() else name
+        return Lorebook(format=kind, name=title, entries=(), extras=meta, notes=("empty lorebook",))
     if not isinstance(book, dict):
         raise LorebookError(kind, f"the lorebook must be an object, found {kind_of(book)}", field="lorebook")
     inner = parse_lorebook(book, name=name)
+    title = meta.get("title")
     return Lorebook(
         format=f"{kind} ({inner.format})",
-        name=name,
+        name=title.strip() if isinstance(title, str) and title.strip() else name,
         entries=inner.entries,
         extras={**meta, "lorebook": inner.extras},
         notes=inner.notes,
     )
+
+
+def parse_image_text(text: str, *, name: str) -> Lorebook:
+    """A lorebook NovelAI embedded in an image ("export as image"): the
+    PNG's `naidata` text chunk, the lorebook's JSON in base64 (as
+    SillyTavern's importWorldInfo reads it)."""
+    label = f"{FORMAT} image"
+    stripped = text.strip()
+    try:
+        compact = "".join(stripped.split())
+        raw = stripped if stripped.startswith("{") else _b64(compact + "=" * (-len(compact) % 4))
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise LorebookError(label, "the “naidata” chunk does not hold a lorebook in base64 JSON", field="naidata") from None
+    if not isinstance(data, dict) or "entries" not in data:
+        raise LorebookError(label, f"the “naidata” chunk holds {kind_of(data)} without “entries”, not a lorebook", field="naidata")
+    return parse_lorebook(data, name=name)
 
 
 def _story_content(content) -> dict:
@@ -151,12 +178,11 @@ def _entry(raw, index: int, categories: dict) -> Entry | None:
         raise LorebookError(FORMAT, "keys must be a list of strings", entry=label, field="keys")
     plain, patterns = split_keys(keys)
 
-    if not text.strip() and not plain and not patterns:
-        return None
-
     display = raw.get("displayName")
     if display is not None and not isinstance(display, str):
         raise LorebookError(FORMAT, f"displayName must be a string, found {kind_of(display)}", entry=index, field="displayName")
+    if not text.strip() and not plain and not patterns and (display or "").strip() in ("", PLACEHOLDER_NAME):
+        return None
     title = (display or "").strip() or (plain[0] if plain else patterns[0] if patterns else f"Entry {index + 1}")
 
     extras = {key: value for key, value in raw.items() if key not in _USED}

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.lorebooks.entries import LorebookError
-from knowledge.lorebooks.novelai import parse_lorebook, parse_story
+from knowledge.lorebooks.novelai import parse_image_text, parse_lorebook, parse_story
 
 DATA = Path(__file__).parent / "data"
 
@@ -193,3 +193,83 @@ def test_malformed_lorebook_names_format_entry_and_field(data, entry, field):
 def test_an_entry_that_is_not_an_object_is_refused_by_index():
     with pytest.raises(LorebookError, match="entry 2"):
         parse_lorebook({"lorebookVersion": 2, "entries": [v1_entry(), v1_entry(), "Whiterun"]}, name="x")
+
+
+# Real files (audit): every lorebookVersion NovelAI has written (1: initial;
+# 2: more settings; 3: categories, entry ids; 4: phrase bias overhaul; 5-6
+# as current exports write them), a .scenario, a lorebook image.
+
+LATER_FIELDS = {
+    2: {"keyRelative": False, "nonStoryActivatable": False},
+    3: {"id": "9f0c1a2b-0000-4000-8000-000000000003", "category": "", "keyRelative": False,
+        "nonStoryActivatable": False, "loreBiasGroups": []},
+}
+LATER_FIELDS[4] = {**LATER_FIELDS[3], "loreBiasGroups": [
+    {"phrases": [{"sequences": [], "sequence": "salt", "type": 2}], "ensureSequenceFinish": False,
+     "generateOnce": True, "bias": 0.1, "enabled": True, "whenInactive": False}]}
+LATER_FIELDS[5] = LATER_FIELDS[6] = LATER_FIELDS[4]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+def test_every_lorebook_version_arrives_with_titles_keys_and_flags(version):
+    fields = LATER_FIELDS.get(version, {})
+    data = {"lorebookVersion": version, "entries": [
+        v1_entry(**fields),
+        v1_entry(displayName="Jarls", keys=[], text="Nine jarls rule the holds.", forceActivation=True, **fields),
+        v1_entry(displayName="Dwemer ruins", keys=["/dwem(er|ers)/i"], enabled=False, **fields),
+    ], **({"settings": {"orderByKeyLocations": False}, "categories": []} if version >= 3 else {})}
+
+    book = parse_lorebook(data, name="x")
+
+    assert book.format == f"NovelAI lorebook v{version}"
+    whiterun, jarls, ruins = book.entries
+    assert whiterun.keys == ("Whiterun", "Dragonsreach") and whiterun.enabled and not whiterun.constant
+    assert jarls.keys == () and jarls.constant
+    assert ruins.regex_keys == ("/dwem(er|ers)/i",) and not ruins.enabled
+    assert whiterun.extras["lastUpdatedAt"] == 1624410170266 and "contextConfig" in whiterun.extras
+
+
+def test_a_named_entry_without_text_or_keys_is_kept_and_only_the_placeholder_skipped():
+    data = {"lorebookVersion": 6, "entries": [
+        v1_entry(displayName="Oasis", text="", keys=[]),
+        v1_entry(displayName="New Lorebook Entry", text="", keys=[]),
+    ]}
+
+    book = parse_lorebook(data, name="x")
+
+    assert [entry.title for entry in book.entries] == ["Oasis"]
+    assert any("1 placeholder entry" in note for note in book.notes)
+
+
+def test_scenario_with_a_v6_lorebook_and_a_subcontext_category_is_named_by_its_title():
+    book = parse_story(load("nai_v6_saltroad.scenario"), name="saltroad.scenario")
+
+    assert book.name == "The Salt Road" and book.format == "NovelAI scenario (NovelAI lorebook v6)"
+    assert [entry.title for entry in book.entries] == ["Mira Vell", "Karth", "Road law", "Oasis"]
+    mira, karth, law, oasis = book.entries
+    assert mira.extras["categoryName"] == "People"
+    assert not karth.enabled and karth.regex_keys == ("/salt[- ]?brick/i",)
+    assert law.constant and oasis.keys == ("oasis",) and oasis.text == ""
+    assert book.extras["lorebook"]["categories"][0]["createSubcontext"] is True
+
+
+def test_story_is_named_by_its_metadata_title():
+    book = parse_story(load("nai_v1_tamriel.story"), name="tamriel.story")
+
+    assert book.name == "Tamriel: The Reign of Katariah"
+
+
+def test_lorebook_embedded_in_an_image_is_read_from_its_naidata_chunk():
+    text = base64.b64encode(json.dumps({"lorebookVersion": 5, "entries": [v1_entry()]}).encode()).decode()
+
+    book = parse_image_text(text, name="lore.png")
+
+    assert book.format == "NovelAI lorebook v5" and book.entries[0].title == "Whiterun"
+
+
+@pytest.mark.parametrize("text", ["not base64!", base64.b64encode(b'{"title": "x"}').decode()])
+def test_an_image_chunk_that_is_no_lorebook_is_refused_naming_the_chunk(text):
+    with pytest.raises(LorebookError) as caught:
+        parse_image_text(text, name="lore.png")
+
+    assert caught.value.field == "naidata"
