@@ -58,7 +58,27 @@ def parse(data, *, name: str) -> Lorebook:
     if wrapper is not None:
         extras = {key: value for key, value in data.items() if key != wrapper}
         extras["wrapper"] = wrapper
+        in_options = _option_cards(data.get("options"))
+        if in_options:
+            notes.append(
+                f"the scenario's options carry {in_options} more world info entr{'y' if in_options == 1 else 'ies'} "
+                "of their own, kept with the book but not read: import an option's own export for its entries"
+            )
     return Lorebook(format=format_name, name=name, entries=tuple(entries), extras=extras, notes=tuple(notes))
+
+
+def _option_cards(options, depth: int = 0) -> int:
+    """How many cards a multiple-choice scenario's `options` (nested
+    scenarios, each with its own `worldInfo`) hold between them."""
+    if not isinstance(options, list) or depth > 8:
+        return 0
+    count = 0
+    for option in options:
+        if isinstance(option, dict):
+            cards = _destring(next((option[key] for key in _WRAPPERS if key in option), None))
+            count += len(cards) if isinstance(cards, list) else 0
+            count += _option_cards(option.get("options"), depth + 1)
+    return count
 
 
 def _cards(data) -> tuple[list, str | None]:
@@ -100,8 +120,8 @@ def _entry(raw, index: int, format_name: str) -> Entry | None:
         else:
             plain.append(key)
     keys, regex_keys = split_keys(plain + patterns)
-    if not keys and not regex_keys and not text.strip():
-        return None
+    if not keys and not regex_keys and not text.strip() and not title.strip():
+        return None  # a blank card: nothing to keep (a titled one is kept)
 
     extras = {field: _destring(value) for field, value in raw.items() if field not in _USED}
     if suffixes:

@@ -138,3 +138,23 @@ def test_malformed_export_names_format_entry_and_field(data, entry, field):
 def test_exports_of_the_wrong_shape_are_refused(data):
     with pytest.raises(LorebookError, match="AI Dungeon"):
         parse(data, name="x")
+
+
+# Real files (audit): a legacy scenario as AI Dungeon's API gave it, with
+# multiple-choice options that carry their own world info.
+
+
+def test_scenario_reads_its_world_info_and_notes_the_options_own_entries():
+    book = parse(load("aid_scenario_with_options.json"), name="x")
+
+    assert book.format == "AI Dungeon world info"
+    assert [entry.title for entry in book.entries] == ["Mira", "Karth"]
+    assert book.entries[1].extras["hidden"] is True and book.entries[1].enabled
+    assert any("options carry 1 more world info entry" in note for note in book.notes)
+    assert book.extras["options"][0]["worldInfo"][0]["keys"] == "sword"
+
+
+def test_a_titled_card_without_keys_or_text_is_kept():
+    (entry,) = parse([card(keys="", value="", title="To write")], name="x").entries
+
+    assert entry.title == "To write" and entry.keys == ()
