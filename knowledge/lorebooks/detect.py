@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 
-from . import aidungeon, cards, koboldai, novelai, sillytavern
+from . import agnai, aidungeon, cards, koboldai, novelai, risu, sillytavern
 from .entries import Lorebook, LorebookError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG), NovelAI lorebooks, stories "
-         "and scenarios, AI Dungeon story cards and world info, KoboldAI world info")
+KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG) and their books, NovelAI "
+         "lorebooks (JSON or PNG), stories and scenarios, AI Dungeon story cards and world info, KoboldAI world "
+         "info, Agnai memory books, RisuAI lorebooks")
 CARD_FIELDS = {"first_mes", "char_name", "char_persona", "char_greeting"}
 
 
@@ -23,7 +24,7 @@ def read(data: bytes, *, name: str) -> Lorebook | None:
     """The file as a Lorebook, None when it is not JSON or a PNG (text), or
     LorebookError when it is JSON or a PNG of no format Loremaster reads."""
     if data.startswith(PNG_SIGNATURE):
-        return cards.parse_card_png(data, name=name)
+        return _parse_png(data, name=name)
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -47,6 +48,14 @@ def parse(document, *, name: str) -> Lorebook:
         return novelai.parse_story(document, name=name)
     if "worldinfo" in document or "worldinfo_v2" in document:
         return koboldai.parse(document, name=name)
+    if document.get("kind") == "memory" and "entries" in document:
+        return agnai.parse(document, name=name)
+    if document.get("type") == "risu" and "data" in document:
+        return risu.parse(document, name=name)
+    if isinstance(document.get("folders"), dict) and isinstance(document.get("entries"), dict):
+        return koboldai.parse(document, name=name)  # United's world info export
+    if _is_character_book(document):
+        return cards.parse_character_book(document, name=name)
     if isinstance(document.get("entries"), (dict, list)) or document.get("entries", 0) is None:
         return sillytavern.parse_world_info(document, name=name)
     if any(key in document for key in ("storyCards", "worldInfo", "worldInfos", "cards")):
@@ -62,6 +71,29 @@ def _is_card(document: dict) -> bool:
         return True
     return bool(CARD_FIELDS & document.keys()) or (
         isinstance(document.get("data"), dict) and "first_mes" in document["data"]
+    )
+
+
+def _parse_png(data: bytes, *, name: str) -> Lorebook:
+    """A character card (`chara`, `ccv3`), or a NovelAI lorebook image
+    (`naidata`) when the image holds no card."""
+    keywords = {keyword.lower(): text for keyword, text in cards.read_png_text(data)}
+    if "naidata" in keywords and not {"chara", "ccv3"} & keywords.keys():
+        return novelai.parse_image_text(keywords["naidata"], name=name)
+    return cards.parse_card_png(data, name=name)
+
+
+def _is_character_book(document: dict) -> bool:
+    """A card's book saved on its own (Chub, card editors): World Info's
+    shape, but entries named as the card spec names them (`keys`,
+    `insertion_order`) and never World Info's `key`."""
+    entries = document.get("entries")
+    items = entries.values() if isinstance(entries, dict) else entries if isinstance(entries, list) else ()
+    items = [item for item in items if isinstance(item, dict)]
+    return (
+        bool(items)
+        and not any("key" in item for item in items)
+        and all("keys" in item or "insertion_order" in item for item in items)
     )
 
 

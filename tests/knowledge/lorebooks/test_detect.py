@@ -25,6 +25,17 @@ def as_bytes(document) -> bytes:
     ("kobold_story_save.json", "KoboldAI"),
     ("nai_v1_tamriel.story", "NovelAI story"),
     ("nai_v5_saltroad.lorebook", "NovelAI lorebook"),
+    ("nai_v6_saltroad.scenario", "NovelAI scenario"),
+    ("st_default_eldoria.json", "SillyTavern World Info"),
+    ("st_card_lore_original_data.json", "SillyTavern World Info"),
+    ("st_default_seraphina_card.json", "Character Card V2"),
+    ("chub_lorebook_saltroad.json", "Character book"),
+    ("agnai_memory_saltroad.json", "Agnai memory book"),
+    ("risu_lorebook_saltroad.json", "RisuAI lorebook"),
+    ("kobold_lite_save.json", "KoboldAI"),
+    ("kobold_united_save.json", "KoboldAI world info (v2)"),
+    ("kobold_united_wi_export.json", "KoboldAI world info (v2)"),
+    ("aid_scenario_with_options.json", "AI Dungeon"),
 ])
 def test_each_tools_file_reaches_its_importer_whatever_its_name(filename, format_starts):
     book = read((DATA / filename).read_bytes(), name="renamed.txt")
@@ -68,3 +79,30 @@ def test_json_of_no_known_format_is_refused_naming_what_is_read(document):
 def test_absurdly_nested_json_is_refused_not_a_crash():
     with pytest.raises(LorebookError, match="nests too deeply"):
         read(b"[" * 100_000 + b"]" * 100_000, name="deep.json")
+
+
+def test_world_info_whose_entries_use_the_card_spec_names_is_read_as_a_character_book():
+    """Some tools write World Info's shape with a card book's entries
+    (`keys`, `insertion_order`); read as World Info every key was lost."""
+    book = read(as_bytes({"entries": {"0": {"uid": 0, "keys": ["harbour"], "content": "Tides run high.",
+                                            "comment": "The Harbour", "insertion_order": 100}}}), name="w.json")
+
+    assert book.format.startswith("Character book") and book.entries[0].keys == ("harbour",)
+    assert book.entries[0].title == "The Harbour"
+
+
+def test_a_novelai_lorebook_image_is_read_from_its_naidata_chunk():
+    lorebook = {"lorebookVersion": 5, "entries": [{"displayName": "Karth", "text": "Salt brick.", "keys": ["Karth"]}]}
+
+    book = read(png(text_chunk("naidata", lorebook)), name="lore.png")
+
+    assert book.format == "NovelAI lorebook v5" and book.entries[0].keys == ("Karth",)
+
+
+def test_an_image_with_a_card_and_a_naidata_chunk_is_the_card():
+    card = {"spec": "chara_card_v2", "data": {"name": "Mira", "first_mes": "Hi."}}
+
+    book = read(png(text_chunk("naidata", {"lorebookVersion": 5, "entries": []}), text_chunk("chara", card)),
+                name="x.png")
+
+    assert book.card is not None and book.card.name == "Mira"
