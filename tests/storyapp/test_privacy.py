@@ -9,6 +9,7 @@ cannot slip in without coverage.
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from knowledge.models import LoreEntry
 from storyapp.models import Action, Campaign
 from tests.factories import PASSWORD, CampaignFactory, IndexJobFactory, KnowledgeSourceFactory, story
 
@@ -45,9 +46,10 @@ def alices_story(alice, endpoint):
 
 
 def _kwargs_for(pattern: URLPattern, names: tuple, campaign: Campaign, actions: list[Action]) -> dict:
-    source = KnowledgeSourceFactory(campaign=campaign)
+    source = KnowledgeSourceFactory(campaign=campaign, format="SillyTavern World Info")
+    entry = LoreEntry.objects.create(source=source, position=0, title="Alice's entry", keys=["quay"])
     known = {"pk": campaign.pk, "action_id": actions[-1].pk, "source_id": source.pk,
-             "job_id": IndexJobFactory(source=source).pk}
+             "job_id": IndexJobFactory(source=source).pk, "entry_id": entry.pk}
     missing = [name for name in names if name not in known]
     assert not missing, f"{pattern.name} takes {missing}: teach test_privacy how to fill them"
     return {name: known[name] for name in names}
@@ -75,6 +77,7 @@ def test_an_outsider_gets_404_for_every_url_of_anothers_campaign(client, bob, al
     campaign.refresh_from_db()
     assert campaign.head_id == head_before
     assert list(Action.objects.order_by("id").values_list("text", flat=True)) == texts_before
+    assert set(LoreEntry.objects.values_list("title", flat=True)) == {"Alice's entry"}
 
 
 def test_an_action_of_one_campaign_is_not_reachable_through_another(client, alice, alices_story):
