@@ -39,32 +39,27 @@ def titles(result):
     return sorted(c.heading_path for c in result.candidates)
 
 
-@pytest.mark.parametrize(
-    ("name", "format_name", "entries"),
-    [
-        ("st_westhaven.json", "SillyTavern World Info", 6),
-        ("nai_v5_saltroad.lorebook", "NovelAI lorebook v5", None),
-        ("nai_v1_tamriel.story", "NovelAI", None),
-        ("aid_legacy_jarls.json", "AI Dungeon", None),
-        ("aid_story_cards_scenario.json", "AI Dungeon", None),
-        ("kobold_story_save.json", "KoboldAI world info", None),
-        ("kobold_key_content_only.json", "KoboldAI world info", None),
-    ],
-)
-def test_each_format_imports_as_one_canon_source_with_every_entry(campaign, name, format_name, entries):
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.iterdir()))
+def test_every_fixture_imports_as_one_canon_source_with_every_entry(campaign, name):
     from knowledge.lorebooks import read
 
     book = read((DATA / name).read_bytes(), name=name)
     [source], result = imported(campaign, name)
-    assert source.format.startswith(format_name)
+    assert source.format == book.format
     assert source.classification == KnowledgeSource.Classification.CANON
     assert source.index_state == KnowledgeSource.IndexState.READY
     stored = list(source.entries.order_by("position"))
-    assert len(stored) == len(book.entries) == (entries or len(book.entries))
+    assert len(stored) == len(book.entries)
     for row, entry in zip(stored, book.entries, strict=True):
         assert (row.title, row.text, row.keys, row.regex_keys, row.enabled, row.constant) == (
             entry.title, entry.text, list(entry.keys), list(entry.regex_keys), entry.enabled, entry.constant
         )
+    # One passage or more per enabled entry with text; disabled ones are kept, not searched.
+    with_text = [e for e in book.entries if e.enabled and e.text.strip()]
+    assert len(with_text) <= source.passage_count
+    assert {c.entry.position for c in source.chunks.select_related("entry")} == {
+        i for i, e in enumerate(book.entries) if e.enabled and e.text.strip()
+    }
     assert result.reports and source.title in result.reports[0]
 
 
