@@ -15,7 +15,7 @@ class UploadOptionsForm(forms.Form):
     """How the uploaded files are to be used; the files come from the request."""
 
     classification = forms.ChoiceField(
-        choices=[(BY_FILE, "By file: lorebooks Canon, text Reference"), *KnowledgeSource.Classification.choices],
+        choices=[(BY_FILE, "By file"), *KnowledgeSource.Classification.choices],
         initial=BY_FILE, required=False,
     )
     visibility = forms.ChoiceField(

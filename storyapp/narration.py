@@ -152,6 +152,9 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     try:
         built = build_context(inputs)
     except ContextOverflow as exc:
+        # The message may advise loading the model with a larger window; the
+        # window is asked again before the next turn, so Retry then fits.
+        prompting.forget_probe(profile)
         _fail(action, str(exc))
         return
 

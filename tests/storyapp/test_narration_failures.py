@@ -154,3 +154,14 @@ def test_a_stream_that_ends_before_any_text_does_not_claim_text_was_kept(alice, 
     _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
     assert narration.status == Action.Status.FAILED
     assert "before writing anything" in narration.error and "text so far is kept" not in narration.error
+
+
+def test_a_prompt_too_big_for_the_window_forgets_the_probe_so_retry_asks_again(
+    alice, model, django_capture_on_commit_callbacks
+):
+    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=8192)
+    campaign = CampaignFactory(owner=alice, endpoint=profile, ai_instructions="Speak softly. " * 3000)
+    _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
+    assert narration.status == Action.Status.FAILED and "protected context needs" in narration.error
+    profile.refresh_from_db()
+    assert profile.probed_at is None
