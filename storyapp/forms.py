@@ -331,6 +331,6 @@ class CardUploadForm(forms.Form):
     greeting = forms.IntegerField(
         label="Opening greeting", required=False, min_value=0, max_value=999, initial=0,
         # A number of a digit or two: the full-width inputs of app.css make it a long bar.
-        widget=forms.NumberInput(attrs={"style": "width:7rem"}),
+        widget=forms.NumberInput(attrs={"class": "narrow-number"}),
         help_text="0 opens with the card's first message; 1, 2, … with its alternate greetings, in the card's order.",
     )

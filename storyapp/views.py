@@ -258,13 +258,14 @@ CARD_FORM = "storyapp/campaign_from_card.html"
 @require_http_methods(["GET", "POST"])
 def campaign_from_card(request: HttpRequest) -> HttpResponse:
     """A campaign started from a character card (storyapp.cards). A refusal
-    shows the form again with the reason, 400 (429 over a quota), and
-    nothing stored; the size is checked before the upload is read."""
+    shows the form again with the reason, as any invalid form is shown (429
+    over a quota), and nothing stored; the size is checked before the upload
+    is read."""
     if request.method != "POST":
         return render(request, CARD_FORM, {"form": CardUploadForm()})
     form = CardUploadForm(request.POST, request.FILES)
     if not form.is_valid():
-        return render(request, CARD_FORM, {"form": form}, status=400)
+        return render(request, CARD_FORM, {"form": form})
     upload = form.cleaned_data["card"]
     try:
         cards.size_check(filename=upload.name, size=upload.size)
@@ -276,7 +277,7 @@ def campaign_from_card(request: HttpRequest) -> HttpResponse:
         return quotas.over_quota(render(request, CARD_FORM, {"form": form}), exc)
     except cards.CardRefused as exc:
         form.add_error(None, str(exc))
-        return render(request, CARD_FORM, {"form": form}, status=400)
+        return render(request, CARD_FORM, {"form": form})
     messages.success(request, _card_started(campaign, upload.name))
     return redirect("campaign_play", pk=campaign.pk)
 
