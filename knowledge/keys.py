@@ -31,7 +31,8 @@ Pure: no Django, no database.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,6 +43,10 @@ from .query import STOPWORDS, stem
 #: How long one regex key may search one query, in seconds. The query text is
 #: a few thousand characters; a pattern that needs longer is backtracking.
 REGEX_TIMEOUT = 0.05
+#: How long all of a turn's regex keys may search together: a library of
+#: backtracking patterns costs its owner's turns a quarter second, never the
+#: shared worker a second per pattern. Keys past it are not tried.
+REGEX_BUDGET = 0.25
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 LOGIC_WORDS = {AND_ANY: "AND ANY", NOT_ALL: "NOT ALL", NOT_ANY: "NOT ANY", AND_ALL: "AND ALL"}
 
@@ -87,6 +92,8 @@ class Scene:
     lowered: str
     stems: tuple[str, ...]
     at: dict
+    #: When the turn's regex budget runs out (time.monotonic()).
+    regex_deadline: float = 0.0
 
     @classmethod
     def of(cls, text: str) -> Scene:
@@ -94,7 +101,9 @@ class Scene:
         at: dict[str, list[int]] = {}
         for i, key in enumerate(stems):
             at.setdefault(key, []).append(i)
-        return cls(text=text, lowered=text.lower(), stems=stems, at=at)
+        return cls(
+            text=text, lowered=text.lower(), stems=stems, at=at, regex_deadline=time.monotonic() + REGEX_BUDGET
+        )
 
 
 def match(entries: Iterable[EntryKeys], text: str, standing: frozenset[str]) -> dict[int, KeyMatch]:
@@ -141,10 +150,11 @@ def _names_plain(key: str, scene: Scene, entry: EntryKeys) -> bool:
 
 def _named_by_pattern(key: str, scene: Scene) -> bool:
     pattern = compiled(key)
-    if pattern is None:
+    left = scene.regex_deadline - time.monotonic()
+    if pattern is None or left <= 0:
         return False
     try:
-        return pattern.search(scene.text, timeout=REGEX_TIMEOUT) is not None
+        return pattern.search(scene.text, timeout=min(REGEX_TIMEOUT, left)) is not None
     except TimeoutError:
         return False
 
@@ -218,7 +228,3 @@ def _names_secondary(key: str, scene: Scene, entry: EntryKeys) -> bool:
         return _named_by_pattern(key, scene)
     return _names_plain(key, scene, entry)
 
-
-def key_stems(keys: Sequence[str]) -> frozenset[str]:
-    """The word stems of plain keys, for the terms a passage shares with the scene."""
-    return frozenset(stem(w) for key in keys if not key.startswith("/") for w in _key_words(key))

@@ -66,10 +66,9 @@ from .sources import (
     source_update,
     title_for,
 )
-from .uploads import ACCEPTED, ImportResult, read_upload, sources_import
+from .uploads import ImportResult, read_upload, sources_import
 
 __all__ = [
-    "ACCEPTED",
     "ALLOWED_SUFFIXES",
     "LOREBOOK_SUFFIXES",
     "book_of",

@@ -34,7 +34,6 @@ from .sources import (
 )
 
 Source = KnowledgeSource
-ACCEPTED = (*ALLOWED_SUFFIXES, *LOREBOOK_SUFFIXES)
 
 
 @dataclass
