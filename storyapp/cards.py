@@ -22,7 +22,6 @@ campaign's settings.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,16 +30,10 @@ from django.utils import timezone
 
 from knowledge import services as knowledge
 from knowledge.lorebooks import Lorebook, LorebookError, read
+from knowledge.lorebooks.cards import fill_macros
 
 from . import quotas, services
 from .models import Campaign
-
-#: SillyTavern matches its macros case-insensitively.
-CHAR_MACRO = re.compile(r"\{\{char\}\}|<bot>", re.IGNORECASE)
-USER_MACRO = re.compile(r"\{\{user\}\}|<user>", re.IGNORECASE)
-#: What may stand between a sentence's start and its first word: "*{{user}} wakes" starts one.
-SENTENCE_START = re.compile(r"(?:^|[.!?]\s|\n)[\s*_\"“']*$")
-
 
 class CardRefused(Exception):
     """This file cannot start a campaign; the message says why, for the
@@ -90,17 +83,6 @@ def card_of(*, filename: str, data: bytes) -> Lorebook:
             f"{filename}: this is a {book.format} file, not a character card; import it in a campaign's library."
         )
     return book
-
-
-def fill_macros(text: str, *, name: str) -> str:
-    """The text as the narrator should read it: {{char}}/<BOT> the card's
-    name, {{user}}/<USER> "you" ("You" where it starts a sentence)."""
-    text = CHAR_MACRO.sub(lambda _: name, text)
-
-    def you(match: re.Match) -> str:
-        return "You" if SENTENCE_START.search(match.string, 0, match.start()) else "you"
-
-    return USER_MACRO.sub(you, text)
 
 
 def campaign_fields(book: Lorebook, *, greeting: int = 0) -> CardCampaign:

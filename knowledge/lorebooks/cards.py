@@ -609,3 +609,36 @@ def _compiles(pattern: str) -> bool:
 
 def _default(value, default):
     return default if value is None else value
+
+# ------------------------------------------------------------------- macros
+
+#: SillyTavern matches its macros case-insensitively.
+CHAR_MACRO = re.compile(r"\{\{char\}\}|<bot>", re.IGNORECASE)
+USER_MACRO = re.compile(r"\{\{user\}\}|<user>", re.IGNORECASE)
+#: What may stand between a sentence's start and its first word: "*{{user}} wakes" starts one.
+SENTENCE_START = re.compile(r"(?:^|[.!?]\s|\n)[\s*_\"“']*$")
+
+
+def fill_macros(text: str, *, name: str) -> str:
+    """The text as the narrator should read it: {{char}}/<BOT> the card's
+    name, {{user}}/<USER> "you" ("You" where it starts a sentence), as
+    SillyTavern fills them for a chat with the reader."""
+    text = CHAR_MACRO.sub(lambda _: name, text)
+
+    def you(match: re.Match) -> str:
+        return "You" if SENTENCE_START.search(match.string, 0, match.start()) else "you"
+
+    return USER_MACRO.sub(you, text)
+
+
+def with_macros_filled(book: Lorebook) -> Lorebook:
+    """A card's book with its entries' titles and texts filled in: the book
+    is that character's, so {{char}} is known, and the narrator, which never
+    sees SillyTavern's macros expanded, would otherwise read "{{user}}".
+    Any other book is returned as it is."""
+    if book.card is None:
+        return book
+    name = book.card.name.strip() or "the character"
+    return replace(book, entries=tuple(
+        replace(e, title=fill_macros(e.title, name=name), text=fill_macros(e.text, name=name)) for e in book.entries
+    ))

@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from storyapp.models import Campaign
 
 from ..lorebooks import Entry, Lorebook, key_line, split_keys
+from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
@@ -134,6 +135,7 @@ def lorebook_create(
     """
     # World info and lorebooks are Canon, and so is a card's book (of that character).
     classification = classification or Source.Classification.CANON
+    book = with_macros_filled(book)
     source_always_include_check(classification=classification, always_include=always_include)
     name = PurePath(filename).name
     content = render(book.entries)

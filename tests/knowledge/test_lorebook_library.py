@@ -42,8 +42,9 @@ def titles(result):
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.iterdir()))
 def test_every_fixture_imports_as_one_canon_source_with_every_entry(campaign, name):
     from knowledge.lorebooks import read
+    from knowledge.lorebooks.cards import with_macros_filled
 
-    book = read((DATA / name).read_bytes(), name=name)
+    book = with_macros_filled(read((DATA / name).read_bytes(), name=name))
     [source], result = imported(campaign, name)
     assert source.format == book.format
     assert source.classification == KnowledgeSource.Classification.CANON
@@ -213,3 +214,14 @@ def test_a_lorebook_renamed_to_txt_is_still_read_as_a_lorebook(campaign):
     data = (DATA / "st_westhaven.json").read_bytes()
     [source] = services.sources_import(campaign=campaign, files=[("westhaven.txt", data)], enqueue=False).created
     assert source.format == "SillyTavern World Info"
+
+
+def test_a_cards_book_arrives_with_its_macros_filled_in(campaign):
+    from tests.knowledge.lorebooks.test_cards import V2, png, text_chunk
+
+    card = json.loads(json.dumps(V2))
+    card["data"]["character_book"]["entries"][0]["content"] = "{{char}} tends the glade where {{user}} woke."
+    result = services.sources_import(campaign=campaign, files=[("seren.png", png(text_chunk("chara", card)))], enqueue=False)
+    [source] = result.created
+    first = source.entries.order_by("position").first()
+    assert first.text == f"{card['data']['name']} tends the glade where you woke."
