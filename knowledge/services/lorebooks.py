@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from storyapp.models import Campaign
 
@@ -23,7 +23,7 @@ from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
-from .sources import DuplicateSource, ImportRefused, content_hash, source_always_include_check
+from .sources import ImportRefused, content_hash, source_always_include_check, source_store
 
 Source = KnowledgeSource
 
@@ -138,44 +138,23 @@ def lorebook_create(
     book = with_macros_filled(book)
     source_always_include_check(classification=classification, always_include=always_include)
     name = PurePath(filename).name
-    content = render(book.entries)
-    digest = content_hash(content)
-    existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
-    if existing is not None:
-        raise DuplicateSource(name, existing)
-    try:
-        with transaction.atomic():
-            source = Source.objects.create(
-                campaign=campaign,
-                title=(title or title_of(book, name))[:200],
-                original_filename=name[:255],
-                sha256=digest,
-                content=content,
-                size_bytes=len(content.encode("utf-8")),
-                classification=classification,
-                visibility=visibility,
-                always_include=always_include,
-                enabled=enabled,
-                format=book.format[:80],
-                metadata=metadata or metadata_for(book),
+
+    def store_entries(source: KnowledgeSource) -> None:
+        LoreEntry.objects.bulk_create(
+            LoreEntry(
+                source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
+                secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
+                enabled=e.enabled, constant=e.constant, extras=e.extras,
             )
-            LoreEntry.objects.bulk_create(
-                LoreEntry(
-                    source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
-                    secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
-                    enabled=e.enabled, constant=e.constant, extras=e.extras,
-                )
-                for i, e in enumerate(book.entries)
-            )
-            job = _job_for(source, kind=IndexJob.Kind.INDEX)
-            if enqueue:
-                _enqueue(job)
-    except IntegrityError as exc:
-        existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
-        if existing is None:
-            raise
-        raise DuplicateSource(name, existing) from exc
-    return source
+            for i, e in enumerate(book.entries)
+        )
+
+    return source_store(
+        campaign=campaign, filename=name, content=render(book.entries), enqueue=enqueue, then=store_entries,
+        title=title or title_of(book, name), classification=classification, visibility=visibility,
+        always_include=always_include, enabled=enabled, format=book.format[:80],
+        metadata=metadata or metadata_for(book),
+    )
 
 
 @transaction.atomic

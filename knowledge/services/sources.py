@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Callable
 from pathlib import PurePath
 
 from django.conf import settings
@@ -125,33 +126,53 @@ def source_create(
     """
     source_always_include_check(classification=classification, always_include=always_include)
     name = PurePath(filename).name
-    digest = content_hash(text)
+    return source_store(
+        campaign=campaign, filename=name, content=text, enqueue=enqueue,
+        title=title or title_for(name, text), classification=classification, visibility=visibility,
+        always_include=always_include, enabled=enabled,
+    )
+
+
+def source_store(
+    *,
+    campaign: Campaign,
+    filename: str,
+    content: str,
+    title: str,
+    enqueue: bool,
+    then: Callable[[KnowledgeSource], None] | None = None,
+    **fields,
+) -> KnowledgeSource:
+    """Writes a checked source row, with `then(source)` (a lorebook's
+    entries) and its index job in the same transaction, and queues the job
+    on commit. The one place a source is stored, so the duplicate check and
+    its race are handled once: DuplicateSource when the campaign already
+    holds the same content, also when another request stored it a moment ago."""
+    digest = content_hash(content)
     existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
     if existing is not None:
-        raise DuplicateSource(name, existing)
+        raise DuplicateSource(filename, existing)
     try:
         with transaction.atomic():
             source = Source.objects.create(
                 campaign=campaign,
-                title=(title or title_for(name, text))[:200],
-                original_filename=name[:255],
+                title=title[:200],
+                original_filename=filename[:255],
                 sha256=digest,
-                content=text,
-                size_bytes=len(text.encode("utf-8")),
-                classification=classification,
-                visibility=visibility,
-                always_include=always_include,
-                enabled=enabled,
+                content=content,
+                size_bytes=len(content.encode("utf-8")),
+                **fields,
             )
+            if then is not None:
+                then(source)
             job = _job_for(source, kind=IndexJob.Kind.INDEX)
             if enqueue:
                 _enqueue(job)
     except IntegrityError as exc:
-        # Another request stored the same text a moment ago.
         existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
         if existing is None:
             raise
-        raise DuplicateSource(name, existing) from exc
+        raise DuplicateSource(filename, existing) from exc
     return source
 
 
