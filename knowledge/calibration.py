@@ -17,6 +17,11 @@ topics, each a story moment and a lore passage about the same subject.
    every related one.
 4. If the unrelated 95th percentile reaches the related 10th percentile, the
    model cannot tell the two apart well enough and no floor is recorded.
+
+Floors measured here for models the app can run itself ship in
+knowledge/data/calibrations.json (`calibrate_embeddings --ship` writes it),
+so a local model is calibrated on a fresh install; a floor recorded in the
+database, measured on the reader's own machine, takes precedence.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).parent / "data" / "calibration_pairs.json"
+SHIPPED = Path(__file__).parent / "data" / "calibrations.json"
 METHOD = "midpoint of unrelated p95 and related p10"
 
 
@@ -76,6 +82,46 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
+
+
+def shipped(path: Path = SHIPPED) -> dict[str, dict]:
+    """The floors shipped with the app, by model name."""
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))["models"]
+
+
+def ship(*, model: str, measurement: Measurement, now: datetime, path: Path = SHIPPED) -> None:
+    """Writes (or replaces) the model's shipped floor, with the numbers behind it."""
+    models = shipped(path)
+    models[model] = {
+        "floor": measurement.floor,
+        "related": measurement.related,
+        "unrelated": measurement.unrelated,
+        "method": METHOD,
+        "measured_at": now.date().isoformat(),
+    }
+    about = "Semantic admission floors measured with `manage.py calibrate_embeddings --ship` (knowledge.calibration)."
+    path.write_text(json.dumps({"about": about, "models": dict(sorted(models.items()))}, indent=2) + "\n")
+
+
+def floor_for(model: str) -> float | None:
+    """The calibrated cosine floor for exactly `model`: recorded here, else
+    shipped; None when neither has one."""
+    from .models import EmbeddingCalibration
+
+    if not model:
+        return None
+    recorded = EmbeddingCalibration.objects.filter(model=model).values_list("floor", flat=True).first()
+    if recorded is not None:
+        return recorded
+    return shipped().get(model, {}).get("floor")
+
+
+def calibrated_models() -> list[str]:
+    from .models import EmbeddingCalibration
+
+    return sorted(set(EmbeddingCalibration.objects.values_list("model", flat=True)) | set(shipped()))
 
 
 def calibration_record(*, model: str, measurement: Measurement, now: datetime):

@@ -1,6 +1,10 @@
 """Passage vectors from the campaign's endpoint profile's embedding model.
 
-Calls go through `storyapp.modelclient.client_for`, which re-checks the
+A model named `local:…` is computed in the worker itself
+(knowledge.localembed), with no server; any other is asked of the profile's
+endpoint. A profile that names none takes the instance's default
+(LOREMASTER_EMBEDDING_MODEL), so one setting turns local embeddings on for
+every campaign. Endpoint calls go through `storyapp.modelclient.client_for`, which re-checks the
 endpoint allowlist at call time; failures are worded by its `describe`.
 Vectors are stored as little-endian float32 bytes with the model's name, so
 a query never meets a vector from another model. The reply is untrusted: any
@@ -12,10 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 
 import httpx
 import numpy as np
 import openai
+from django.conf import settings
+
+from . import localembed
 
 from storyapp.modelclient import (
     POOLING_ADVICE,
@@ -44,18 +52,25 @@ class EmbeddingFailed(Exception):
     """A failure retrying will not fix (bad key, unknown model, rejected input)."""
 
 
+def model_of(profile: EndpointProfile | None) -> str:
+    """The embedding model a profile uses: its own, else the instance's
+    default; "" for none (lexical only)."""
+    if profile is None:
+        return ""
+    return profile.embedding_model.strip() or settings.LOREMASTER_EMBEDDING_MODEL.strip()
+
+
 def profile_for(campaign: Campaign) -> EndpointProfile | None:
     """The profile whose embedding model this campaign's passages use, or None."""
     profile = endpoint_for(campaign)
-    if profile is None or not profile.embedding_model.strip():
+    if not model_of(profile):
         return None
     return profile
 
 
 def model_for(campaign: Campaign) -> str:
     """The embedding model this campaign's passages should carry; "" for none."""
-    profile = profile_for(campaign)
-    return profile.embedding_model.strip() if profile is not None else ""
+    return model_of(endpoint_for(campaign))
 
 
 def to_bytes(vector: Sequence[float]) -> bytes:
@@ -78,9 +93,12 @@ def embed(
     `on_batch(done)` is called after each batch with the number embedded so
     far (the pipeline uses it for progress and its heartbeat).
     """
+    model = model_of(profile)
+    if localembed.is_local(model):
+        yield from _embed_locally(model, texts, on_batch)
+        return
     # No stream: the whole batch is the first byte, so it gets the total timeout.
     client = client_for(profile, timeout=profile.timeout_seconds)
-    model = profile.embedding_model.strip()
     dimensions = None
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
@@ -111,6 +129,21 @@ def embed(
             yield vector.tobytes()
         if on_batch is not None:
             on_batch(start + len(batch))
+
+
+def _embed_locally(model: str, texts: Sequence[str], on_batch: Callable[[int], None] | None) -> Iterator[bytes]:
+    """The local backend, in its own batch size; not installed is a failure
+    retrying will not fix (the source says so, and stays lexical)."""
+    step = localembed.BATCH_SIZE
+    for start in range(0, len(texts), step):
+        try:
+            vectors = localembed.encode(model, texts[start : start + step])
+        except localembed.LocalUnavailable as exc:
+            raise EmbeddingFailed(str(exc)) from exc
+        for vector in vectors:
+            yield vector.tobytes()
+        if on_batch is not None:
+            on_batch(start + len(vectors))
 
 
 def _vectors(response: object, profile: EndpointProfile) -> list[np.ndarray]:
@@ -145,7 +178,7 @@ def _vector(embedding: object, profile: EndpointProfile) -> np.ndarray:
     elif isinstance(embedding, list) and embedding and isinstance(embedding[0], list):
         raise EmbeddingFailed(
             f"The {_where(profile)} returned one vector per token, not one per text, for the embedding "
-            f"model “{profile.embedding_model.strip()}”: the server is running without pooling. {POOLING_ADVICE}"
+            f"model “{model_of(profile)}”: the server is running without pooling. {POOLING_ADVICE}"
         )
     elif not isinstance(embedding, list) or not embedding:
         raise _unusable(profile, f"a vector is {_kind(embedding)} instead of a list of numbers")
@@ -166,7 +199,7 @@ def _kind(value: object) -> str:
 def _unusable(profile: EndpointProfile, why: str) -> EmbeddingFailed:
     return EmbeddingFailed(
         f"The {_where(profile)} sent an unusable reply for the embedding model "
-        f"“{profile.embedding_model.strip()}”: {why}."
+        f"“{model_of(profile)}”: {why}."
     )
 
 
@@ -176,7 +209,7 @@ def _where(profile: EndpointProfile) -> str:
 
 def _translate(exc: openai.OpenAIError, profile: EndpointProfile) -> Exception:
     """Temporary failures are retried with backoff; the rest fail the job now."""
-    message = describe(exc, profile, model=profile.embedding_model.strip())
+    message = describe(exc, profile, model=model_of(profile))
     if isinstance(exc, openai.BadRequestError) and "pooling" in str(exc).lower():
         # llama-server refuses /v1/embeddings when pooling is off ("Pooling
         # type 'none' is not OAI compatible"), instead of sending token vectors.
@@ -188,23 +221,34 @@ def for_retrieval(profile: EndpointProfile | None) -> dict:
     """What retrieval is handed to search semantically (as keyword
     arguments): the profile's embedding model and a function that embeds the
     scene's text; neither when the profile has no embedding model."""
-    if profile is None or not profile.embedding_model.strip():
+    model = model_of(profile)
+    if not model:
         return {"embedding_model": "", "embed_query": None}
+    if localembed.is_local(model):
+        return {"embedding_model": model, "embed_query": partial(_embed_query_locally, model)}
 
     def embed_query(text: str) -> tuple[np.ndarray | None, str]:
         """The query's vector, or None and why. Any failure costs only the
         semantic path, never the turn."""
         try:
             client = client_for(profile, timeout=min(float(profile.timeout_seconds), QUERY_EMBED_TIMEOUT))
-            response = client.embeddings.create(
-                model=profile.embedding_model.strip(), input=[text], encoding_format="base64"
-            )
+            response = client.embeddings.create(model=model, input=[text], encoding_format="base64")
             return _vectors(response, profile)[0], ""
         except (EmbeddingFailed, EmbeddingUnavailable) as exc:
             return None, str(exc)
         except (openai.OpenAIError, httpx.HTTPError) as exc:
-            return None, describe(exc, profile, model=profile.embedding_model.strip())
+            return None, describe(exc, profile, model=model)
         except Exception as exc:  # the allowlist, a malformed reply: never the turn
             return None, f"{type(exc).__name__}: {exc}"
 
-    return {"embedding_model": profile.embedding_model.strip(), "embed_query": embed_query}
+    return {"embedding_model": model, "embed_query": embed_query}
+
+
+def _embed_query_locally(model: str, text: str) -> tuple[np.ndarray | None, str]:
+    """The local backend's query vector, or None and why; never the turn."""
+    try:
+        return localembed.encode(model, [text])[0], ""
+    except localembed.LocalUnavailable as exc:
+        return None, str(exc)
+    except Exception as exc:  # PyTorch out of memory, a broken install
+        return None, f"The local embedding model “{model}” failed: {type(exc).__name__}: {exc}"

@@ -156,12 +156,18 @@ class KnowledgeChunk(models.Model):
 
 
 class KnowledgeEmbedding(models.Model):
-    """A passage's vector from one embedding model, as little-endian float32."""
+    """A passage's vector from one embedding model, as little-endian float32.
+
+    `neutral_share` is the share of the shipped neutral scenes the vector
+    clears the model's floor against (knowledge.hubs), measured when it was
+    stored; None when the model had no floor then. A high share marks a hub.
+    """
 
     chunk = models.ForeignKey(KnowledgeChunk, on_delete=models.CASCADE, related_name="embeddings")
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()
     vector = models.BinaryField()
+    neutral_share = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["chunk", "model"], name="knowledge_embedding_unique_model")]
@@ -252,6 +258,9 @@ class WorkerHeartbeat(models.Model):
     #: The queues the worker consumes, comma-separated: readiness needs a
     #: live worker on each (narrations have a queue of their own).
     queues = models.CharField(max_length=200, blank=True)
+    #: The local embedding models this worker can run (knowledge.localembed),
+    #: comma-separated: how a page, which never loads PyTorch, knows.
+    local_models = models.CharField(max_length=200, blank=True)
 
     def __str__(self) -> str:
         return self.name

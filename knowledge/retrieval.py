@@ -42,9 +42,9 @@ from django.db import connection
 
 from contextbuild.records import KnowledgeCandidate, KnowledgeResult, Rejection
 
-from . import keys, lexical, ranking, selectors, termstats
+from . import calibration, keys, lexical, localembed, ranking, selectors, termstats
 from .embeddings import DTYPE
-from .models import EmbeddingCalibration, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
 
 LEXICAL_CANDIDATES = 40
@@ -99,9 +99,7 @@ def retrieve(
 
 def semantic_floor(model: str) -> float | None:
     """The calibrated cosine floor for exactly `model`, or None."""
-    if not model:
-        return None
-    return EmbeddingCalibration.objects.filter(model=model).values_list("floor", flat=True).first()
+    return calibration.floor_for(model)
 
 
 def explain(
@@ -133,7 +131,7 @@ def explain(
         rank_on = termstats.rank_terms(q.terms, counts)
         distinctive = termstats.distinctive_terms(q.terms, counts)
         hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
-    semantic, note, library = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
+    semantic, note, library, unit_query = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
 
     named = _named_by_key(campaign_id, q, stamp)
     found = _found(semantic, hits, named)
@@ -143,6 +141,8 @@ def explain(
         for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(set(found) | set(always)))
     }
     vectors = library.vectors_for(rows) if library is not None else {}
+    if unit_query is not None:
+        found = _with_cosines(found, vectors, unit_query)
     candidates = [
         _candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always, named.get(chunk_id))
         for chunk_id, paths in found.items()
@@ -184,6 +184,17 @@ def _found(
     for chunk_id in named:
         found.setdefault(chunk_id, (None, None))
     return found
+
+
+def _with_cosines(found: dict, vectors: dict[int, tuple[np.ndarray, float | None]], unit_query: np.ndarray) -> dict:
+    """Every found passage with a vector gets its cosine, not only the
+    semantic path's nearest: a lexical candidate's meaning is evidence too
+    (knowledge.ranking's confirmation and veto read it)."""
+    return {
+        chunk_id: (hit, similarity if similarity is not None or chunk_id not in vectors
+                   else float(vectors[chunk_id][0] @ unit_query))
+        for chunk_id, (hit, similarity) in found.items()
+    }
 
 
 #: Key indexes kept per process, one per (database, campaign).
@@ -273,7 +284,7 @@ def _candidate(
     similarity: float | None,
     chunk: KnowledgeChunk | None,
     q: Query,
-    vectors: dict[int, np.ndarray],
+    vectors: dict[int, tuple[np.ndarray, float | None]],
     always: list[int],
     named: keys.KeyMatch | None = None,
 ) -> ranking.Candidate:
@@ -295,6 +306,7 @@ def _candidate(
     matched = frozenset()
     if hit is not None:
         matched = (hit.matched - _short(q)) | (hit.matched & held)
+    vector, share = vectors.get(chunk_id, (None, None))
     return ranking.Candidate(
         id=chunk_id,
         kind=chunk.source.classification,
@@ -303,7 +315,8 @@ def _candidate(
         lexical=hit.score if hit else None,
         cosine=similarity,
         shared=held,
-        vector=vectors.get(chunk_id),
+        vector=vector,
+        neutral_share=share,
         always=chunk_id in always,
         **by_key,
     )
@@ -313,9 +326,10 @@ def _short(q: Query) -> frozenset[int]:
     return frozenset(i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM)
 
 
-def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, np.ndarray]) -> ranking.Candidate:
+def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, tuple[np.ndarray, float | None]]) -> ranking.Candidate:
     return ranking.Candidate(
-        id=chunk.pk, kind=chunk.source.classification, text=chunk.text, vector=vectors.get(chunk.pk), always=True
+        id=chunk.pk, kind=chunk.source.classification, text=chunk.text,
+        vector=vectors.get(chunk.pk, (None, None))[0], always=True,
     )
 
 
@@ -398,21 +412,24 @@ def _semantic(
     q: Query,
     query_vector: np.ndarray | None,
     stamp: tuple[tuple, frozenset],
-) -> tuple[list[tuple[int, float]], str, _Library | None]:
-    """Top cosine candidates over the whole library, or none and the reason."""
+) -> tuple[list[tuple[int, float]], str, _Library | None, np.ndarray | None]:
+    """Top cosine candidates over the whole library, the library and the
+    query's unit vector; or none of them and the reason."""
     if not model:
-        return [], "No embedding model is configured for this campaign's endpoint, so retrieval is lexical only.", None
+        return [], "No embedding model is configured for this campaign's endpoint, so retrieval is lexical only.", None, None
+    if localembed.is_local(model) and (absent := localembed.missing(model)):
+        return [], absent, None, None
     if floor is None:
         # Cosine scales differ between models: borrowing another model's floor
         # is how a model that scores unrelated text higher readmits everything.
-        calibrated = sorted(EmbeddingCalibration.objects.values_list("model", flat=True))
+        calibrated = calibration.calibrated_models()
         return [], (
             f"The embedding model “{model}” has no measured relevance floor, so semantic retrieval is "
             f"disabled and retrieval is lexical only. Run `manage.py calibrate_embeddings --model {model}`. "
             f"Calibrated models: {', '.join(calibrated) or 'none'}."
-        ), None
+        ), None, None
     if not words(q.semantic_text):
-        return [], "Nothing in the current scene to search on.", None
+        return [], "Nothing in the current scene to search on.", None, None
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
         why = (
@@ -422,20 +439,24 @@ def _semantic(
         return [], (
             f"No passage has been embedded with “{model}” yet, so retrieval is lexical only."
             + (f" {why}" if why else "")
-        ), None
+        ), None, None
     if query_vector is None:
         if embed_query is None:
-            return [], "No query embedder was given, so retrieval is lexical only this turn.", None
+            return [], "No query embedder was given, so retrieval is lexical only this turn.", None, None
         query_vector, failure = embed_query(q.semantic_text)
         if query_vector is None:
-            return [], f"Semantic retrieval unavailable this turn: {failure}", None
+            return [], f"Semantic retrieval unavailable this turn: {failure}", None, None
     query_vector = np.asarray(query_vector, dtype=DTYPE)
     if query_vector.shape != (library.dimensions,):
         return [], (
             f"The query vector has {query_vector.size} dimensions and the library's “{model}” vectors "
             f"{library.dimensions}; semantic retrieval skipped this turn."
-        ), None
-    return library.top(query_vector, SEMANTIC_CANDIDATES), "", library
+        ), None, None
+    norm = float(np.linalg.norm(query_vector))
+    if norm == 0:
+        return [], "The query vector is all zeros; semantic retrieval skipped this turn.", None, None
+    unit = query_vector / norm
+    return library.top(unit, SEMANTIC_CANDIDATES), "", library, unit
 
 
 @dataclass
@@ -446,6 +467,8 @@ class _Library:
     chunk_ids: np.ndarray
     source_ids: np.ndarray
     matrix: np.ndarray
+    #: Each row's neutral share (knowledge.hubs), NaN where unmeasured.
+    shares: np.ndarray = field(default_factory=lambda: np.zeros(0))
     searchable: frozenset = frozenset()
     mask: np.ndarray | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -470,14 +493,19 @@ class _Library:
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(int(self.chunk_ids[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
 
-    def vectors_for(self, chunk_ids) -> dict[int, np.ndarray]:
+    def vectors_for(self, chunk_ids) -> dict[int, tuple[np.ndarray, float | None]]:
+        """Each passage's unit vector and neutral share, for those that have one."""
         wanted = np.asarray(sorted(int(c) for c in chunk_ids), dtype=np.int64)
         if not wanted.size or not self.size:
             return {}
         at = np.searchsorted(self.chunk_ids, wanted)
         at = np.clip(at, 0, self.size - 1)
         found = self.chunk_ids[at] == wanted
-        return {int(c): self.matrix[i] for c, i, ok in zip(wanted, at, found, strict=True) if ok}
+        return {
+            int(c): (self.matrix[i], None if np.isnan(self.shares[i]) else float(self.shares[i]))
+            for c, i, ok in zip(wanted, at, found, strict=True)
+            if ok
+        }
 
 
 _cache: OrderedDict[tuple, _Library] = OrderedDict()
@@ -516,19 +544,21 @@ def _load(campaign_id: int, model: str, stamp: tuple) -> _Library:
     rows = (
         KnowledgeEmbedding.objects.filter(model=model, chunk__campaign_id=campaign_id)
         .order_by("chunk_id")
-        .values_list("chunk_id", "chunk__source_id", "dimensions", "vector")
+        .values_list("chunk_id", "chunk__source_id", "dimensions", "vector", "neutral_share")
     )
     ids: list[int] = []
     sources: list[int] = []
     blobs: list[bytes] = []
+    shares: list[float] = []
     width = None
-    for chunk_id, source_id, dimensions, vector in rows.iterator(chunk_size=5000):
+    for chunk_id, source_id, dimensions, vector, share in rows.iterator(chunk_size=5000):
         width = width or dimensions
         if dimensions != width:
             continue  # a vector of another width cannot be compared; skip it
         ids.append(chunk_id)
         sources.append(source_id)
         blobs.append(bytes(vector))
+        shares.append(np.nan if share is None else share)
     if not ids:
         empty = np.zeros(0, dtype=np.int64)
         return _Library(stamp, empty, empty, np.zeros((0, 0), dtype=DTYPE))
@@ -536,7 +566,10 @@ def _load(campaign_id: int, model: str, stamp: tuple) -> _Library:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     matrix /= norms
-    return _Library(stamp, np.asarray(ids, dtype=np.int64), np.asarray(sources, dtype=np.int64), matrix)
+    return _Library(
+        stamp, np.asarray(ids, dtype=np.int64), np.asarray(sources, dtype=np.int64), matrix,
+        np.asarray(shares, dtype=np.float64),
+    )
 
 
 def clear_cache() -> None:

@@ -105,12 +105,13 @@ def _sweep() -> None:
 
 
 def _heartbeat_forever(name: str, queues: list[str]) -> None:
-    from . import services
+    from . import localembed, services
 
+    local_models = [model for model in localembed.MODELS if not localembed.missing(model)]
     while not _stop.is_set():
         close_old_connections()
         try:
-            services.worker_heartbeat(name=name, now=timezone.now(), queues=queues)
+            services.worker_heartbeat(name=name, now=timezone.now(), queues=queues, local_models=local_models)
             _sweep()
         except Exception:
             log.exception("Worker heartbeat or sweep failed")

@@ -455,7 +455,7 @@ def _remember(job: DerivedJob) -> None:
 def _embed_or_note(job: DerivedJob, memories) -> None:
     """Embeds the new memories when the campaign has an embedding model. A
     failure leaves them to lexical recall and says so on the job."""
-    from knowledge.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, profile_for
+    from knowledge.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, model_of, profile_for
 
     memories = [m for m in memories if m.pk]
     profile = profile_for(job.campaign)
@@ -466,6 +466,6 @@ def _embed_or_note(job: DerivedJob, memories) -> None:
     except (EmbeddingFailed, EmbeddingUnavailable) as exc:
         _done(job, f"Stored without vectors (recalled by their words only): {exc}")
         return
-    model = profile.embedding_model.strip()
+    model = model_of(profile)
     for memory, vector in zip(memories, vectors, strict=True):
         Memory.objects.filter(pk=memory.pk).update(embedding=vector, embedding_model=model)

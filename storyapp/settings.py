@@ -310,6 +310,10 @@ LOGGING = {
 }
 
 # ---------------------------------------------------------------- Knowledge
+#: The embedding model of every endpoint profile that names none: set it to
+#: "local:all-MiniLM-L6-v2" (with requirements-local.txt installed) for
+#: semantic retrieval with no embedding server. Empty: lexical only.
+LOREMASTER_EMBEDDING_MODEL = env_str("LOREMASTER_EMBEDDING_MODEL")
 # Imported files (knowledge app). A file over KNOWLEDGE_MAX_UPLOAD_BYTES is
 # refused while it streams in (the library's upload handler stops reading
 # it); a request over KNOWLEDGE_MAX_REQUEST_BYTES is refused from its

@@ -23,7 +23,7 @@ from contextbuild.tokens import encoding
 from storyapp import liveness
 from storyapp.models import Campaign, EndpointProfile
 
-from .. import embeddings, lexical
+from .. import calibration, embeddings, hubs, lexical
 from ..chunking import chunk_entries, chunk_text
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .jobs import _enqueue, _job_for, _source_after_stop
@@ -146,7 +146,7 @@ def _beat(job: IndexJob, attempt: int, *, now: datetime, progress: int, step: st
 def _embed_all(job, attempt, clock, profile: EndpointProfile | None, inputs: list[str]) -> list[bytes]:
     if profile is None or not inputs:
         return []
-    model = profile.embedding_model.strip()
+    model = embeddings.model_of(profile)
 
     def on_batch(done: int) -> None:
         _beat(job, attempt, now=clock(), progress=10 + 85 * done // len(inputs),
@@ -154,6 +154,15 @@ def _embed_all(job, attempt, clock, profile: EndpointProfile | None, inputs: lis
 
     on_batch(0)
     return list(embeddings.embed(profile, inputs, on_batch=on_batch))
+
+
+def _hub_shares(profile: EndpointProfile | None, vectors: list[bytes]) -> list[float | None]:
+    """Each vector's share of the neutral scenes it is close to (knowledge.hubs)."""
+    model = embeddings.model_of(profile)
+    return hubs.measured(
+        model, vectors, floor=calibration.floor_for(model),
+        embed=lambda texts: list(embeddings.embed(profile, texts)),
+    )
 
 
 def _embedding_input(heading_path: str, text: str) -> str:
@@ -186,13 +195,14 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
         vectors, note, retry_embedding = [], f"Semantic search is off for this file for now: {exc}", True
     except embeddings.EmbeddingFailed as exc:
         vectors, note = [], f"Semantic search is off for this file: {exc}"
-    model = profile.embedding_model.strip() if profile is not None and vectors else ""
+    tried = embeddings.model_of(profile)
+    model = tried if vectors else ""
     # Compared with the model this job tried, so a failed embedding is not
     # retried at once as a "model change"; a temporary one is retried below.
-    tried = profile.embedding_model.strip() if profile is not None else ""
     now = clock()
     _swap(
-        job, attempt, now=now, vectors=vectors, model=model, embedded_with=model or tried,
+        job, attempt, now=now, vectors=vectors, shares=_hub_shares(profile, vectors), model=model,
+        embedded_with=model or tried,
         passages=lambda locked: _replace_passages(locked, passages),
         source_fields={
             "index_state": Source.IndexState.READY,
@@ -211,7 +221,7 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
     passages themselves do not change, so lexical search is unaffected."""
     source = job.source
     profile = embeddings.profile_for(source.campaign)
-    model = profile.embedding_model.strip() if profile is not None else ""
+    model = embeddings.model_of(profile)
     live = list(KnowledgeChunk.objects.filter(source=source).order_by("index").values_list("pk", "heading_path", "text"))
     if not model or source.embedding_model == model or not live:
         _job_done(job, now=clock(), passages=len(live), step="Nothing to re-embed")
@@ -219,7 +229,8 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
     vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
     ids = [pk for pk, _, _ in live]
     _swap(
-        job, attempt, now=clock(), vectors=vectors, model=model, embedded_with=model,
+        job, attempt, now=clock(), vectors=vectors, shares=_hub_shares(profile, vectors), model=model,
+        embedded_with=model,
         passages=lambda locked: _same_passages(locked, ids),
         source_fields={"error": ""},
     )
@@ -231,6 +242,7 @@ def _swap(
     *,
     now: datetime,
     vectors: list[bytes],
+    shares: list[float | None],
     model: str,
     embedded_with: str,
     passages: Callable[[KnowledgeSource], list[int]],
@@ -257,7 +269,7 @@ def _swap(
             return
         KnowledgeEmbedding.objects.filter(chunk__source=locked).delete()
         chunk_ids = passages(locked)
-        _store_vectors(chunk_ids, vectors, model)
+        _store_vectors(chunk_ids, vectors, shares, model)
         Source.objects.filter(pk=locked.pk).update(
             **source_fields, embedding_model=model, updated=now, revision=F("revision") + 1
         )
@@ -300,14 +312,14 @@ def _same_passages(source: KnowledgeSource, ids: list[int]) -> list[int]:
     return ids
 
 
-def _store_vectors(chunk_ids: list[int], vectors: list[bytes], model: str) -> None:
+def _store_vectors(chunk_ids: list[int], vectors: list[bytes], shares: list[float | None], model: str) -> None:
     if not vectors:
         return
     dimensions = len(vectors[0]) // embeddings.DTYPE.itemsize
     KnowledgeEmbedding.objects.bulk_create(
         [
-            KnowledgeEmbedding(chunk_id=chunk_id, model=model, dimensions=dimensions, vector=vector)
-            for chunk_id, vector in zip(chunk_ids, vectors, strict=True)
+            KnowledgeEmbedding(chunk_id=chunk_id, model=model, dimensions=dimensions, vector=vector, neutral_share=share)
+            for chunk_id, vector, share in zip(chunk_ids, vectors, shares, strict=True)
         ],
         batch_size=BULK_BATCH,
     )

@@ -96,8 +96,11 @@ def _dead_here(worker: str, host: str, restarted_worker: str) -> bool:
     return False
 
 
-def worker_heartbeat(*, name: str, now: datetime, queues: Sequence[str] = ()) -> None:
-    WorkerHeartbeat.objects.update_or_create(name=name[:200], defaults={"seen": now, "queues": ",".join(queues)[:200]})
+def worker_heartbeat(*, name: str, now: datetime, queues: Sequence[str] = (), local_models: Sequence[str] = ()) -> None:
+    WorkerHeartbeat.objects.update_or_create(
+        name=name[:200],
+        defaults={"seen": now, "queues": ",".join(queues)[:200], "local_models": ",".join(local_models)[:200]},
+    )
 
 
 def worker_gone(*, name: str) -> None:

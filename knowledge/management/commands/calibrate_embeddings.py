@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
-from knowledge import calibration, embeddings
+from knowledge import calibration, embeddings, localembed
 from storyapp.models import EndpointProfile
 
 
@@ -29,8 +29,12 @@ class Command(BaseCommand):
             help="Endpoint profile name or id to call; default: a profile using the model, else the default one.",
         )
         parser.add_argument("--dry-run", action="store_true", help="Measure and print, record nothing.")
+        parser.add_argument(
+            "--ship", action="store_true",
+            help="Also write the floor into knowledge/data/calibrations.json, the floors shipped with the app.",
+        )
 
-    def handle(self, *args, model, endpoint, dry_run, **options):
+    def handle(self, *args, model, endpoint, dry_run, ship, **options):
         model = model.strip()
         profile = self._profile(model, endpoint)
         probe = copy(profile)
@@ -43,10 +47,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         matrix = np.vstack(vectors)
         measured = calibration.measure(matrix[: len(topics)], matrix[len(topics) :])
-        self.stdout.write(
-            f"Model {model} via {profile.name} ({profile.base_url}), {len(topics)} topics, "
-            f"vectors of {matrix.shape[1]} numbers"
-        )
+        via = "computed in this process" if localembed.is_local(model) else f"via {profile.name} ({profile.base_url})"
+        self.stdout.write(f"Model {model} {via}, {len(topics)} topics, vectors of {matrix.shape[1]} numbers")
         self.stdout.write(f"{'':<10}{'pairs':>7}{'min':>8}{'p10':>8}{'median':>8}{'p90':>8}{'p95':>8}{'max':>8}")
         for label, stats in (("related", measured.related), ("unrelated", measured.unrelated)):
             self.stdout.write(
@@ -61,8 +63,13 @@ class Command(BaseCommand):
             return
         calibration.calibration_record(model=model, measurement=measured, now=timezone.now())
         self.stdout.write(self.style.SUCCESS(f"Recorded the floor for {model}."))
+        if ship:
+            calibration.ship(model=model, measurement=measured, now=timezone.now())
+            self.stdout.write(f"Wrote it to {calibration.SHIPPED}.")
 
     def _profile(self, model: str, endpoint: str | None) -> EndpointProfile:
+        if localembed.is_local(model) and not endpoint:
+            return EndpointProfile(name="local", embedding_model=model)
         if endpoint:
             lookup = Q(name=endpoint) | (Q(pk=int(endpoint)) if endpoint.isdigit() else Q())
             profile = EndpointProfile.objects.filter(lookup).order_by("id").first()
