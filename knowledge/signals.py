@@ -1,7 +1,7 @@
 """Reactions to events outside this app: a model change, a worker's life.
 
-1. An endpoint profile or a campaign's endpoint changes: passages embedded
-   with another model are re-embedded in the background.
+1. An endpoint profile or a campaign's endpoint changes: passages and
+   memories embedded with another model are re-embedded in the background.
 2. A Celery worker starts: it requeues the jobs its dead predecessors left
    running, then keeps a heartbeat row fresh (how the monitor knows a worker
    is alive on any broker) and sweeps for orphaned work (storyapp.liveness).
@@ -47,17 +47,23 @@ def _safely(function, **kwargs) -> None:
 
 
 def _profile_saved(sender, instance, **kwargs) -> None:
+    from storyapp import derived
+
     from . import services
 
     transaction.on_commit(lambda: _safely(services.embeddings_refresh_for_profile, profile_id=instance.pk))
+    transaction.on_commit(lambda: _safely(derived.memories_refresh, campaign_ids=services.campaigns_using(instance)))
 
 
 def _campaign_saved(sender, instance, created, update_fields=None, **kwargs) -> None:
     if created or (update_fields is not None and "endpoint" not in update_fields):
         return
+    from storyapp import derived
+
     from . import services
 
     transaction.on_commit(lambda: _safely(services.embeddings_refresh, campaign_ids=[instance.pk]))
+    transaction.on_commit(lambda: _safely(derived.memories_refresh, campaign_ids=[instance.pk]))
 
 
 def _worker_ready(sender=None, **kwargs) -> None:

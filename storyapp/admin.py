@@ -1,10 +1,15 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+
+from knowledge.embeddings import model_of
+from knowledge.localembed import is_local
+from knowledge.selectors import embedding_status, local_problem
 
 from . import lineage, modelclient, prompting
 from .forms import EndpointProfileForm
@@ -19,7 +24,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "base_url", "chat_model", "embedding_model", "context_token_budget", "is_default", "has_key"]
     list_filter = ["is_default", "is_scripted_demo"]
     search_fields = ["name", "base_url", "chat_model"]
-    readonly_fields = ["server_window", "token_ratio", "connection"]
+    readonly_fields = ["server_window", "token_ratio", "semantic_search", "connection"]
 
     @admin.display(boolean=True, description="API key")
     def has_key(self, obj: EndpointProfile) -> bool:
@@ -32,6 +37,10 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         if obj.probed_window_tokens:
             return f"{obj.probed_window_tokens:,} tokens, from {obj.probed_window_source} ({obj.probed_window_detail})"
         return f"Not verified: {obj.probed_window_detail or obj.probed_window_source}"
+
+    @admin.display(description="Semantic search")
+    def semantic_search(self, obj: EndpointProfile) -> str:
+        return embedding_status(obj, now=timezone.now())
 
     @admin.display(description="Connection")
     def connection(self, obj: EndpointProfile) -> str:
@@ -47,6 +56,9 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         obj.probed_window_tokens = None
         obj.token_ratio = None
         super().save_model(request, obj, form, change)
+        problem = local_problem(obj, now=timezone.now())
+        if problem:
+            messages.warning(request, problem)
         from .tasks import probe_endpoint
 
         transaction.on_commit(lambda: probe_endpoint.delay(obj.pk))
@@ -66,7 +78,11 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, profile):
             raise PermissionDenied
         prompting.forget_probe(profile)
-        check = modelclient.check_connection(profile)
+        local = is_local(model_of(profile))
+        # A local model is not the server's to answer for: the workers run it.
+        check = modelclient.check_connection(profile, embedding_model="" if local else model_of(profile))
+        if local:
+            check.embedding_error = embedding_status(profile, now=timezone.now())
         if check.window is not None:
             prompting.store_probe(profile, check.window)
         context = {

@@ -469,3 +469,49 @@ def _embed_or_note(job: DerivedJob, memories) -> None:
     model = model_of(profile)
     for memory, vector in zip(memories, vectors, strict=True):
         Memory.objects.filter(pk=memory.pk).update(embedding=vector, embedding_model=model)
+
+
+# ------------------------------------------------- re-embedding on a model change
+
+#: Memories embedded per request (the local backend batches on its own).
+REEMBED_BATCH = 64
+
+
+def memories_refresh(*, campaign_ids) -> list[int]:
+    """Queues a re-embed for each campaign holding memories whose vectors
+    came from a model other than its current one; returns their ids. Recall
+    reads only vectors of the current model, so until then the others are
+    recalled by their words."""
+    from knowledge.embeddings import model_for
+
+    queued = []
+    for campaign in Campaign.objects.filter(pk__in=list(campaign_ids)).select_related("endpoint"):
+        model = model_for(campaign)
+        if model and Memory.objects.filter(campaign=campaign).exclude(embedding_model=model).exists():
+            from .tasks import reembed_memories
+
+            transaction.on_commit(partial(reembed_memories.delay, campaign.pk), robust=True)
+            queued.append(campaign.pk)
+    return queued
+
+
+def memories_reembed(campaign_id: int) -> int:
+    """Embeds the campaign's memories with its current model, a batch at a
+    time; returns how many. Idempotent: only a memory still carrying another
+    model's vector (or none) is written, so a second delivery does nothing.
+    An endpoint failure propagates for the task to retry."""
+    from knowledge.embeddings import embed, model_of, profile_for
+
+    campaign = Campaign.objects.filter(pk=campaign_id).select_related("endpoint").first()
+    profile = profile_for(campaign) if campaign is not None else None
+    model = model_of(profile)
+    if not model:
+        return 0
+    done = 0
+    stale = Memory.objects.filter(campaign_id=campaign_id).exclude(embedding_model=model)
+    while batch := list(stale.order_by("pk").values_list("pk", "text")[:REEMBED_BATCH]):
+        vectors = list(embed(profile, [text for _, text in batch]))
+        for (pk, _), vector in zip(batch, vectors, strict=True):
+            Memory.objects.filter(pk=pk).exclude(embedding_model=model).update(embedding=vector, embedding_model=model)
+        done += len(batch)
+    return done

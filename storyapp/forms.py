@@ -149,6 +149,13 @@ class EndpointProfileForm(forms.ModelForm):
             "context_token_budget", "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds",
             "timeout_seconds", "is_default",
         ]
+        help_texts = {
+            "embedding_model": (
+                "The model that embeds lore for semantic search: a model of this endpoint, or "
+                "local:all-MiniLM-L6-v2 to compute it in the workers with no server "
+                "(needs requirements-local.txt). Empty: the instance default, else keywords only."
+            ),
+        }
 
     def save(self, commit: bool = True) -> EndpointProfile:
         profile = super().save(commit=False)

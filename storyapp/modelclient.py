@@ -566,7 +566,9 @@ class ConnectionCheck:
     embedding_error: str = ""
 
 
-def check_connection(profile: EndpointProfile) -> ConnectionCheck:
+def check_connection(profile: EndpointProfile, *, embedding_model: str | None = None) -> ConnectionCheck:
+    """`embedding_model` is the one to try (the profile's when None; "" to
+    try none)."""
     check = ConnectionCheck()
     client = client_for(profile, timeout=10.0)
     try:
@@ -575,7 +577,7 @@ def check_connection(profile: EndpointProfile) -> ConnectionCheck:
         check.models_error = describe(exc, profile)
         return check
     check.window = probe_window(profile)
-    model = profile.embedding_model.strip()
+    model = (profile.embedding_model if embedding_model is None else embedding_model).strip()
     if not model:
         check.embedding_error = "No embedding model is set on this profile, so lore is searched by keywords only."
         return check

@@ -28,3 +28,15 @@ def derive(self, job_id: int) -> None:
         derived.run(job_id, final_attempt=retries >= self.max_retries)
     except derived.RetryLater as exc:
         raise self.retry(exc=exc, countdown=exc.countdown) from exc
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=2)
+def reembed_memories(self, campaign_id: int) -> None:
+    """Thin wrapper: `memories_reembed` writes only what is still stale, so
+    a retry or a second delivery picks up where the first stopped."""
+    from knowledge.embeddings import EmbeddingUnavailable
+
+    try:
+        derived.memories_reembed(campaign_id)
+    except EmbeddingUnavailable as exc:
+        raise self.retry(exc=exc, countdown=derived.BACKOFF_SECONDS[min(self.request.retries, 1)]) from exc

@@ -387,11 +387,18 @@ def embeddings_refresh_for_profile(*, profile_id: int) -> list[IndexJob]:
     profile = EndpointProfile.objects.filter(pk=profile_id).first()
     if profile is None:
         return []
-    uses = Q(endpoint_id=profile_id) | Q(endpoint__isnull=True)
     campaign_ids = (
         Source.objects.filter(index_state=Source.IndexState.READY)
-        .filter(campaign__in=Campaign.objects.filter(uses))
+        .filter(campaign_id__in=campaigns_using(profile))
         .values_list("campaign_id", flat=True)
         .distinct()
     )
     return embeddings_refresh(campaign_ids=list(campaign_ids))
+
+
+def campaigns_using(profile: EndpointProfile) -> list[int]:
+    """The campaigns that may use this profile: by choice, or by default
+    (all that chose none: it may just have stopped being the default, and a
+    refresh of a campaign whose model did not change does nothing)."""
+    uses = Q(endpoint_id=profile.pk) | Q(endpoint__isnull=True)
+    return list(Campaign.objects.filter(uses).values_list("pk", flat=True))
