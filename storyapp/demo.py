@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -79,7 +80,9 @@ def install_endpoint(found: Endpoint) -> EndpointProfile:
     profile.chat_model = found.model
     profile.is_scripted_demo = found.scripted_demo
     if found.scripted_demo:
-        profile.embedding_model = "demo-embed"
+        # The demo server embeds too, unless the instance names its own
+        # default (the local model): then that one embeds the demo's lore.
+        profile.embedding_model = "" if settings.LOREMASTER_EMBEDDING_MODEL.strip() else "demo-embed"
     if found.api_key:
         profile.api_key = found.api_key
     profile.is_default = True

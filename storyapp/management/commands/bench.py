@@ -17,6 +17,10 @@ separate worker process must see is committed and deleted after):
   the semantic path (query vector given, as bench_retrieval does);
 - import throughput: MB/s to ready lexically, passages/s embedded against the
   loopback demo server;
+- the local embedding model (all-MiniLM-L6-v2, when requirements-local.txt is
+  installed): passages/s embedded in batches of ~300-token passages, the
+  query embedding's time, and an import to ready with it (hub measurement
+  included);
 - the play page rendered for a 1,000-action story;
 - the peak memory a fresh worker process adds while indexing a 5 MB file,
   above its own baseline once the tokenizer is loaded.
@@ -47,7 +51,9 @@ from django.utils import timezone
 
 from contextbuild import build_context
 from contextbuild.tokens import count_tokens
+from knowledge import localembed
 from knowledge import services as knowledge_services
+from knowledge.chunking import chunk_text
 from knowledge.benchdata import SyntheticLibrary
 from knowledge.embeddings import for_retrieval
 from knowledge.management.commands.bench_import import generated_markdown
@@ -109,6 +115,7 @@ class Command(BaseCommand):
         self.sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
         started = time.perf_counter()
         self.figures: list[Figure] = []
+        self.skipped: list[str] = []
         self.tag = uuid.uuid4().hex[:8]
         with DemoModelServer(port=0, chunk_delay=0) as server:
             self.server = server
@@ -143,6 +150,7 @@ class Command(BaseCommand):
         self._turn_overhead(empty, "empty library")
         self._retrieval_and_large_overhead()
         self._import_throughput()
+        self._local_embeddings()
 
     def _story(self, length: int, title: str) -> Campaign:
         campaign = Campaign.objects.create(owner=self.owner, title=title, endpoint=self.profile, plot_essentials=PARAGRAPH)
@@ -285,6 +293,45 @@ class Command(BaseCommand):
         self.figures.append(figure(f"import to ready, lexical ({megabytes:.0f} MB files)", "MB/s", lexical))
         self.figures.append(figure("import to ready, embedded (loopback demo server)", "passages/s", embedded))
 
+    def _local_embeddings(self) -> None:
+        model = localembed.MINILM
+        why = localembed.missing(model)
+        if why:
+            self.skipped.append(f"local embeddings: skipped, {why}")
+            return
+        text = generated_markdown(400_000, seed=80)
+        passages = [f"{p.heading_path}\n\n{p.text}" for p in chunk_text(text, count=count_tokens)][:128]
+        localembed.encode(model, passages[:4])  # the model loads once per process; not what is timed
+        rates = []
+        for _ in range(3):
+            started = time.perf_counter()
+            localembed.encode(model, passages)
+            rates.append(len(passages) / (time.perf_counter() - started))
+        tokens = statistics.median(count_tokens(p) for p in passages)
+        self.figures.append(figure(
+            f"local embedding, {model}, batched", "passages/s", rates,
+            f"{len(passages)} passages of median {tokens:.0f} tokens, batches of {localembed.BATCH_SIZE}",
+        ))
+        scene = PARAGRAPH
+        self.figures.append(figure(f"local embedding, {model}, one query", "ms", timed(
+            lambda: localembed.encode(model, [scene]), 30,
+        )))
+        profile = EndpointProfile.objects.create(
+            name=f"bench-local-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator", embedding_model=model,
+        )
+        campaign = Campaign.objects.create(owner=self.owner, title="Bench: local embeddings", endpoint=profile)
+        imported = []
+        for run in range(2):
+            started = time.perf_counter()
+            source = knowledge_services.source_create(
+                campaign=campaign, filename=f"local-{run}.md", text=generated_markdown(100_000, seed=90 + run),
+                enqueue=False,
+            )
+            source = knowledge_services.source_index_now(source)
+            assert source.index_state == KnowledgeSource.IndexState.READY and not source.error, source.error
+            imported.append(source.passage_count / (time.perf_counter() - started))
+        self.figures.append(figure(f"import to ready, embedded with {model}", "passages/s", imported))
+
     def _worker_memory(self) -> None:
         """In fresh processes, as a worker would be: the growth above the
         process's own baseline (tokenizer loaded) while indexing 5 MB. The
@@ -331,3 +378,5 @@ class Command(BaseCommand):
         self.stdout.write(f"{'figure':<{width}}  {'median':>10}  {'p95':>10}  {'unit':<10} runs  note")
         for f in self.figures:
             self.stdout.write(f"{f.name:<{width}}  {f.median:>10.2f}  {f.p95:>10.2f}  {f.unit:<10} {f.runs:>4}  {f.note}")
+        for line in self.skipped:
+            self.stdout.write(line)
