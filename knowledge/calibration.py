@@ -95,13 +95,14 @@ def ship(*, model: str, measurement: Measurement, now: datetime, path: Path = SH
     """Writes (or replaces) the model's shipped floor, with the numbers behind it."""
     models = shipped(path)
     models[model] = {
+        **{k: v for k, v in models.get(model, {}).items() if k == "confirms_pairs"},
         "floor": measurement.floor,
         "related": measurement.related,
         "unrelated": measurement.unrelated,
         "method": METHOD,
         "measured_at": now.date().isoformat(),
     }
-    about = "Semantic admission floors measured with `manage.py calibrate_embeddings --ship` (knowledge.calibration)."
+    about = json.loads(path.read_text(encoding="utf-8"))["about"] if path.exists() else ""
     path.write_text(json.dumps({"about": about, "models": dict(sorted(models.items()))}, indent=2) + "\n")
 
 
@@ -116,6 +117,13 @@ def floor_for(model: str) -> float | None:
     if recorded is not None:
         return recorded
     return shipped().get(model, {}).get("floor")
+
+
+def confirms_pairs(model: str) -> bool:
+    """Whether the model's cosine may confirm or veto a lexical admission on
+    two words: shown for the shipped models that read meaning (a
+    bag-of-words model such as the scripted demo's only repeats the words)."""
+    return bool(shipped().get(model, {}).get("confirms_pairs"))
 
 
 def calibrated_models() -> list[str]:

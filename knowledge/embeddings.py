@@ -247,7 +247,7 @@ def for_retrieval(profile: EndpointProfile | None) -> dict:
 def _embed_query_locally(model: str, text: str) -> tuple[np.ndarray | None, str]:
     """The local backend's query vector, or None and why; never the turn."""
     try:
-        return localembed.encode(model, [text])[0], ""
+        return localembed.encode(model, [localembed.query_text(text)])[0], ""
     except localembed.LocalUnavailable as exc:
         return None, str(exc)
     except Exception as exc:  # PyTorch out of memory, a broken install

@@ -34,7 +34,7 @@ _lock = threading.Lock()
 
 
 def neutral_scenes(path: Path = NEUTRAL) -> list[str]:
-    return json.loads(path.read_text(encoding="utf-8"))["scenes"]
+    return [scene["text"] for scene in json.loads(path.read_text(encoding="utf-8"))["scenes"]]
 
 
 def shares(vectors: Sequence[bytes], neutral: np.ndarray, floor: float) -> list[float]:

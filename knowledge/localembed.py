@@ -26,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from contextbuild.tokens import count_tokens, truncate_to_last_tokens
+
 PREFIX = "local:"
 MINILM = "local:all-MiniLM-L6-v2"
 #: The models this backend knows, by the name a profile gives: the package
@@ -39,6 +41,12 @@ INSTALL = "pip install -r requirements-local.txt"
 #: model reads at most 256 word pieces, so padding costs little); 16 keeps a
 #: job's heartbeat and progress under a second apart.
 BATCH_SIZE = 16
+#: The model reads at most 256 word pieces and drops the rest, so a turn's
+#: query (state first, then up to 600 tokens of story, oldest first) would
+#: lose its newest action: the query keeps the state's opening (its scene
+#: and location) and the newest story that fits.
+QUERY_TOKENS = 200
+QUERY_STATE_TOKENS = 50
 #: Set in a web process's environment (storyapp/asgi.py, wsgi.py).
 WEB_ROLE = "LOREMASTER_WEB_PROCESS"
 
@@ -67,6 +75,17 @@ def missing(model: str) -> str:
             "until then retrieval is lexical only."
         )
     return ""
+
+
+def query_text(text: str) -> str:
+    """The part of a turn's query text the model can read: the state's
+    opening and the newest story, within QUERY_TOKENS."""
+    if count_tokens(text) <= QUERY_TOKENS:
+        return text
+    state, _, story = text.partition("\n\n")
+    opening = state if count_tokens(state) <= QUERY_STATE_TOKENS else ""
+    kept = truncate_to_last_tokens(story or state, QUERY_TOKENS - count_tokens(opening))
+    return f"{opening}\n\n{kept}" if opening else kept
 
 
 def dimensions(model: str) -> int:

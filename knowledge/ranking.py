@@ -117,6 +117,17 @@ RARE_WORD_RANK = 30000
 #: "tide" in a query about tide tables and container tonnage).
 LEXICAL_SINGLE_TERM_SHARE = 0.15
 LEXICAL_SINGLE_TERM_LENGTH = 4
+#: With the semantic path calibrated, a lexical admission on just
+#: LEXICAL_MIN_SIGNALS meaningful terms (fewer than this) needs its meaning
+#: to confirm it (cosine at the floor): two words in common with a 600-token
+#: scene are chance as often as not. (One term that carries the query, a
+#: name the scene is about, stands on its own.) With two worlds in one library (a harbour city, a deep-sea
+#: station), pairs such as "aboard" + "cargo" or "hull" + "flood" admitted
+#: the one's lore into the other's scenes at cosines 0.15-0.38 against a
+#: floor of 0.39 (all-MiniLM-L6-v2); library document frequencies could not
+#: tell them apart from needed pairs ("cistern" + "ebb": 2 and 7 of 48
+#: passages; "aboard" + "sinks": 3 and 1).
+LEXICAL_STRONG_SIGNALS = 3
 #: How much agreement between the two paths is worth when ordering survivors.
 AGREEMENT = 0.15
 #: Authority orders what matched; it never rescues what did not. Lore:
@@ -261,16 +272,23 @@ class Ranked:
 
 
 def rank(
-    candidates: Sequence[Candidate], terms: Sequence[Term], *, floor: float | None, limit: int | None = None
+    candidates: Sequence[Candidate],
+    terms: Sequence[Term],
+    *,
+    floor: float | None,
+    limit: int | None = None,
+    confirm_pairs: bool = False,
 ) -> Ranked:
     """Admits, ranks and deduplicates `candidates` for a query of `terms`.
 
-    1. Admit each on its own signals (`_admit`).
+    1. Admit each on its own signals (`_admit`); with `confirm_pairs` (a
+       model that reads meaning: knowledge.calibration.confirms_pairs), a
+       lexical admission on two words needs its cosine at the floor.
     2. Score the offered among themselves (`_scored`) and order them.
     3. Suppress near-duplicates within a kind; cut to `limit`.
     4. Explain every found candidate, the admitted first.
     """
-    admitted = [_admit(c, terms, floor) for c in candidates]
+    admitted = [_admit(c, terms, floor, confirm_pairs) for c in candidates]
     scored = sorted(_scored(admitted), key=lambda d: (not d.candidate.always, -d.score, d.candidate.id))
     kept, suppressed = _suppress(scored)
     kept = [replace(d, rank=i) for i, d in enumerate(kept, 1)]
@@ -370,20 +388,23 @@ def _semantic_verdict(candidate: Candidate, floor: float | None) -> Verdict:
 
 def _standing_only(candidate: Candidate, terms: Sequence[Term]) -> list[str]:
     """The standing-entity words a candidate shares with the query, when
-    those are all it shares; [] when it shares another term, or nothing at
-    all (a match by meaning alone, which is what the semantic path is for)."""
-    shared = [terms[i] for i in sorted(candidate.shared) if 0 <= i < len(terms)]
-    if shared and all(t.standing for t in shared):
-        return [t.word for t in shared]
-    return []
+    besides them it shares only common words; [] when it shares a
+    meaningful term, or no standing entity (a match by meaning alone, which
+    is what the semantic path is for). A hidden file about the protagonist
+    scored 0.45-0.47 with all-MiniLM-L6-v2 against a scene that only named
+    her and shared "black" and "holds" with it."""
+    meaningful, _, standing = _sorted_evidence(candidate.shared, terms)
+    return [] if meaningful else standing
 
 
-def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None) -> Decision:
+def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None, confirm_pairs: bool = False) -> Decision:
     """The admission half of a decision: each path's verdict, then the
     refusals that override them (standing names only; withdrawn)."""
     lexical = lexical_verdict(candidate.matched, terms) if candidate.lexical is not None else None
     semantic = _semantic_verdict(candidate, floor) if candidate.cosine is not None else None
     key = _key_verdict(candidate) if candidate.named_by_key else None
+    if confirm_pairs and lexical and lexical.admitted and floor is not None and candidate.cosine is not None:
+        lexical = _vetoed(lexical, candidate, terms, floor)
     if semantic and semantic.admitted and not (lexical and lexical.admitted) and not (key and key.admitted):
         names = _standing_only(candidate, terms)
         if candidate.hub:
@@ -414,6 +435,19 @@ def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None) -> 
         why="; ".join(reasons),
         matched_terms=_matched_words(candidate, terms),
         paths=tuple(by) if admitted else (),
+    )
+
+
+def _vetoed(lexical: Verdict, candidate: Candidate, terms: Sequence[Term], floor: float) -> Verdict:
+    """A lexical admission on the least evidence stands only if its meaning
+    agrees (LEXICAL_STRONG_SIGNALS)."""
+    meaningful, _, _ = _sorted_evidence(candidate.matched, terms)
+    if len(meaningful) != LEXICAL_MIN_SIGNALS or candidate.cosine >= floor:
+        return lexical
+    return Verdict(
+        False,
+        f"{lexical.why}, but its meaning does not confirm so few words (cosine {candidate.cosine:.3f} "
+        f"below the floor {floor:.3f})",
     )
 
 

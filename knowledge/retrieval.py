@@ -148,7 +148,8 @@ def explain(
         for chunk_id, paths in found.items()
     ]
     candidates += [_always_candidate(rows[c], vectors) for c in always if c in rows and c not in found]
-    ranked = ranking.rank(candidates, weigh_terms(q.terms, q.standing, q.shares, distinctive), floor=floor)
+    terms = weigh_terms(q.terms, q.standing, q.shares, distinctive)
+    ranked = ranking.rank(candidates, terms, floor=floor, confirm_pairs=calibration.confirms_pairs(model))
 
     rejected = [d for d in ranked.decisions if not d.admitted and d.candidate.id in rows]
     result = KnowledgeResult(
