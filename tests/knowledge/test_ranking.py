@@ -327,3 +327,41 @@ def test_memories_with_embeddings_follow_the_same_floor_and_suppression():
            "semantic: shares only standing entities with the query (mara)",
         5: "semantic: cosine 0.300 below the floor 0.500",
     }
+
+
+def test_a_hub_is_admitted_by_meaning_only_when_its_words_agree():
+    hub = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, neutral_share=0.9)
+    [refused] = rank([hub], TERMS, floor=FLOOR).decisions
+    assert not refused.admitted and "it is a hub (as close to 90% of the neutral scenes)" in refused.why
+
+    agreed = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, neutral_share=0.9,
+                       matched=frozenset({0, 1}), lexical=3.0)
+    [admitted] = rank([agreed], TERMS, floor=FLOOR).offered
+    assert admitted.by == "both"  # its words agree, so its meaning counts too
+
+    ordinary = Candidate(id=1, kind="inspiration", text="t", cosine=0.8, neutral_share=0.1)
+    assert rank([ordinary], TERMS, floor=FLOOR).offered[0].by == "semantic"
+
+
+@pytest.mark.parametrize(
+    ("matched", "similarity", "admitted"),
+    [
+        ({0, 1}, 0.3, False),  # two words, far in meaning: chance
+        ({0, 1}, 0.6, True),  # two words, confirmed by meaning
+        ({0, 1, 7}, 0.1, True),  # three words stand on their own
+        ({7}, 0.1, True),  # one word that carries the query stands on its own
+    ],
+)
+def test_a_model_that_reads_meaning_confirms_or_vetoes_a_two_word_admission(matched, similarity, admitted):
+    candidate = Candidate(id=1, kind="canon", text="t", matched=frozenset(matched), lexical=2.0, cosine=similarity)
+    [decision] = rank([candidate], TERMS, floor=FLOOR, confirm_pairs=True).decisions
+    assert decision.admitted is admitted
+    if not admitted:
+        assert "its meaning does not confirm so few words (cosine 0.300 below the floor 0.500)" in decision.why
+    assert rank([candidate], TERMS, floor=FLOOR).decisions[0].admitted  # without it: the words alone
+
+
+def test_meaning_shared_only_through_the_cast_and_common_words_is_refused():
+    candidate = Candidate(id=1, kind="canon", text="t", cosine=0.8, shared=frozenset({4, 5}))
+    [decision] = rank([candidate], TERMS, floor=FLOOR).decisions
+    assert not decision.admitted and "shares only standing entities with the query (mara)" in decision.why
