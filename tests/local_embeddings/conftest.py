@@ -23,6 +23,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def worker_process(monkeypatch):
+    """These tests embed as a worker does; a test elsewhere that imported the
+    web application (storyapp.asgi) marked this process as a web one."""
+    monkeypatch.delenv(localembed.WEB_ROLE, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def fresh_cache():
     retrieval.clear_cache()
     yield
