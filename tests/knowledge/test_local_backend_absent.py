@@ -17,7 +17,9 @@ from tests.knowledge.lore import SCENE, WESTHAVEN
 
 @pytest.fixture
 def not_installed(monkeypatch):
-    """The optional install absent, whatever this machine has."""
+    """The optional install absent, whatever this machine has, in a worker
+    (a test that imported storyapp.asgi marks the test process a web one)."""
+    monkeypatch.delenv(localembed.WEB_ROLE, raising=False)
     monkeypatch.setattr(localembed, "NEEDS", (*localembed.NEEDS, "loremaster_absent_package"))
     monkeypatch.setattr(localembed, "_models", {})
 
