@@ -2,6 +2,7 @@
 and semantic retrieval that finds what a scene means without its words."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -11,15 +12,8 @@ from knowledge.models import KnowledgeEmbedding
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
 
-SALT_WRAITHS = """# The drowned dead
-
-## Salt wraiths
-
-Sailors drowned in the brine flats do not always stay drowned. They rise as salt
-wraiths: white shapes rimed in brine, cold as the sea bottom, that float inland on
-misty nights. They crave heat above all things and gather at hearths and lanterns,
-and a wraith that reaches a hearth smothers it and leaves the room white with salt.
-"""
+LORE = Path(__file__).parent.parent / "knowledge" / "evaluation_two_worlds" / "lore"
+SALT_WRAITHS = (LORE / "salt_wraiths.md").read_text()
 
 COOPERAGE = """# Trades of the lower town
 
@@ -55,36 +49,30 @@ def test_the_model_is_calibrated_on_a_fresh_install_with_the_shipped_floor(db):
     assert shipped["unrelated"]["p95"] < shipped["floor"] < shipped["related"]["p10"]
 
 
-def test_a_scene_that_shares_no_words_with_a_passage_but_means_it_admits_it(local_campaign, library):
+def test_a_scene_about_a_crystal_crusted_ghost_finds_the_salt_wraiths_by_meaning(local_campaign, library):
     library(local_campaign, SALT_WRAITHS, filename="wraiths.md")
     library(local_campaign, COOPERAGE, filename="cooperage.md")
-    assert KnowledgeEmbedding.objects.filter(model=localembed.MINILM).count() == 2
+    assert KnowledgeEmbedding.objects.filter(model=localembed.MINILM, chunk__source__original_filename="wraiths.md").exists()
 
     result = ask(local_campaign, GHOST_TEXT)
 
     assert result.semantic_used, result.semantic_note
     assert result.semantic_floor == calibration.floor_for(localembed.MINILM)
-    [found] = result.candidates
-    assert found.filename == "wraiths.md" and found.admitted_by == "semantic"
-    assert found.cosine >= result.semantic_floor
-    assert not found.matched_terms  # nothing in common but the meaning
-    refused = {r.filename: r for r in result.rejections}
-    assert "cooperage.md" not in {c.filename for c in result.candidates}
-    if "cooperage.md" in refused:
-        assert "below the floor" in refused["cooperage.md"].why
+    found = {c.filename for c in result.candidates}
+    assert found == {"wraiths.md"}
+    best = result.candidates[0]
+    assert best.admitted_by in ("semantic", "both") and best.cosine >= result.semantic_floor
+    cooperage = [r for r in result.rejections if r.filename == "cooperage.md"]
+    assert all("below the floor" in r.why for r in cooperage)
 
 
 def test_a_near_duplicate_is_suppressed_by_its_vector(local_campaign, library):
-    retold = SALT_WRAITHS.replace("# The drowned dead", "# Marsh lore").replace(
-        "do not always stay drowned", "do not always stay dead"
-    )
-    library(local_campaign, SALT_WRAITHS, filename="wraiths.md")
+    section = SALT_WRAITHS.split("\n## ")[1]
+    retold = "# Marsh lore\n\n## " + section.replace("drowned", "drowned at sea", 1)
+    library(local_campaign, "# The drowned dead\n\n## " + section, filename="wraiths.md")
     library(local_campaign, retold, filename="marsh-lore.md")
 
     result = ask(local_campaign, GHOST_TEXT)
 
-    assert [c.filename for c in result.candidates] == ["wraiths.md"] or [
-        c.filename for c in result.candidates
-    ] == ["marsh-lore.md"]
-    [duplicate] = result.suppressed
-    assert duplicate.duplicate_of == result.candidates[0].chunk_id
+    assert len(result.candidates) == 1 and len(result.suppressed) == 1
+    assert result.suppressed[0].duplicate_of == result.candidates[0].chunk_id
