@@ -1,0 +1,51 @@
+"""Two unrelated worlds in one library (a fantasy harbour, Dunhallow, and a
+deep-sea research station, Thetis), with a two-line motto and a hidden file
+in each, and 21 scenes written by a helper that had not seen the rules:
+paraphrases that share no distinctive word with the passage they need,
+scenes rich in words the other world's lore uses too (hot water, salt,
+cargo, pressure, crew), off-topic moments and the hidden files. With the
+local model: paraphrases admitted, the motto and the hidden files kept out of
+unrelated scenes, and no scene crosses into the other world."""
+
+from pathlib import Path
+
+import pytest
+
+from knowledge import localembed
+from tests.factories import EndpointProfileFactory
+from tests.knowledge.scenes import admitted, check
+
+ROOT = Path(__file__).parent.parent / "knowledge" / "evaluation_two_worlds"
+SCENES = sorted((ROOT / "scenes").glob("*.json"))
+
+#: The motto ("What the sea takes, the sea keeps; light the lamp and mind the
+#: deep") scores 0.39-0.52 against these maritime scenes but clears the
+#: floor against none of the sixty neutral scenes, so it is not measured a
+#: hub: the model reads it as about the sea, and both worlds are at sea.
+MOTTO = "the motto, admitted by meaning alone: close to every maritime scene, a hub to no neutral one"
+#: Known misses, each strict: a fix must turn them into passes.
+KNOWN = {
+    "D2_paraphrase_empty_harbour": MOTTO,
+    "D5_on_topic_laying_the_salt_wraith": MOTTO,
+    "D6_cross_graving_dock_hot_water": MOTTO + "; and the station's hull passage (cosine 0.408, one word)",
+    "D7_cross_salt_cargo_in_the_current": MOTTO,
+    "T2_paraphrase_the_sea_holds_the_sub": MOTTO,
+    "D9_hidden_not_ropewalk_cable": "the hidden file on Isolde's barge life, cosine 0.45-0.47 with a barge scene",
+    "T5_cross_hull_alarm_hot_water": "the harbour's tides (cosine 0.40-0.46) and salt wraiths (three words: crusted, drip, seawater)",
+    "T6_cross_descaling_the_hearth": "salt wraiths on four words (crust, hearth, thirty, waking) at cosine 0.24",
+}
+
+
+def _params():
+    return [
+        pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=KNOWN[p.stem], strict=True)])
+        if p.stem in KNOWN
+        else pytest.param(p, id=p.stem)
+        for p in SCENES
+    ]
+
+
+@pytest.mark.parametrize("path", _params())
+def test_each_scene_admits_what_it_needs_from_its_own_world_only(path, alice, model):
+    profile = EndpointProfileFactory(base_url=model.base_url, embedding_model=localembed.MINILM)
+    check(*admitted(path, alice, profile))
