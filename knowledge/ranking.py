@@ -137,9 +137,6 @@ AGREEMENT = 0.15
 WEIGHTS = {CANON: 1.0, REFERENCE: 0.85, INSPIRATION: 0.7, RECORDED: 1.0, INFERRED: 0.85}
 #: The weight of a kind WEIGHTS does not name.
 OTHER_WEIGHT = 0.5
-#: A candidate whose vector clears the floor against more than this share of
-#: the neutral scenes is a hub (knowledge.hubs, which measures it).
-HUB_SHARE = 0.5
 #: Two texts this close say the same thing (measured for the memory bank:
 #: redundant pairs 0.938-0.996, distinct ones up to 0.906).
 REDUNDANT_SIMILARITY = 0.93
@@ -188,8 +185,10 @@ class Candidate:
     cosine: float | None = None
     shared: frozenset[int] = frozenset()
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
-    #: The share of the neutral scenes its vector is close to (knowledge.hubs).
-    neutral_share: float | None = None
+    #: Why it is a hub, close to almost any scene in embedding space
+    #: (knowledge.hubs): it is then admitted by meaning only when its words
+    #: agree. "" for an ordinary passage.
+    hub: str = ""
     always: bool = False
     withdrawn: str = ""
     keys: tuple[str, ...] = ()
@@ -203,10 +202,6 @@ class Candidate:
     @property
     def named_by_key(self) -> bool:
         return bool(self.keys or self.key_refusal)
-
-    @property
-    def hub(self) -> bool:
-        return self.neutral_share is not None and self.neutral_share > HUB_SHARE
 
 
 @dataclass(frozen=True)
@@ -411,9 +406,7 @@ def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None, con
             # Near everything in embedding space, so its cosine says nothing
             # about this scene; its words must say it (knowledge.hubs).
             semantic = Verdict(
-                False,
-                f"{semantic.why}, but it is a hub (as close to {candidate.neutral_share:.0%} of the neutral "
-                "scenes): meaning admits it only when its words do too",
+                False, f"{semantic.why}, but it is a hub ({candidate.hub}): meaning admits it only when its words do too"
             )
         elif names:
             # The cast is in every query, so a similarity carried by their

@@ -42,7 +42,7 @@ from django.db import connection
 
 from contextbuild.records import KnowledgeCandidate, KnowledgeResult, Rejection
 
-from . import calibration, keys, lexical, localembed, ranking, selectors, termstats
+from . import calibration, hubs, keys, lexical, localembed, ranking, selectors, termstats
 from .embeddings import DTYPE
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
@@ -317,7 +317,7 @@ def _candidate(
         cosine=similarity,
         shared=held,
         vector=vector,
-        neutral_share=share,
+        hub=hubs.hub_reason(share, chunk.token_count) if vector is not None else "",
         always=chunk_id in always,
         **by_key,
     )

@@ -330,16 +330,16 @@ def test_memories_with_embeddings_follow_the_same_floor_and_suppression():
 
 
 def test_a_hub_is_admitted_by_meaning_only_when_its_words_agree():
-    hub = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, neutral_share=0.9)
+    hub = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, hub="as close to 90% of the neutral scenes")
     [refused] = rank([hub], TERMS, floor=FLOOR).decisions
     assert not refused.admitted and "it is a hub (as close to 90% of the neutral scenes)" in refused.why
 
-    agreed = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, neutral_share=0.9,
+    agreed = Candidate(id=1, kind="inspiration", text="motto", cosine=0.8, hub="as close to 90% of the neutral scenes",
                        matched=frozenset({0, 1}), lexical=3.0)
     [admitted] = rank([agreed], TERMS, floor=FLOOR).offered
     assert admitted.by == "both"  # its words agree, so its meaning counts too
 
-    ordinary = Candidate(id=1, kind="inspiration", text="t", cosine=0.8, neutral_share=0.1)
+    ordinary = Candidate(id=1, kind="inspiration", text="t", cosine=0.8)
     assert rank([ordinary], TERMS, floor=FLOOR).offered[0].by == "semantic"
 
 

@@ -76,3 +76,23 @@ def test_a_near_duplicate_is_suppressed_by_its_vector(local_campaign, library):
 
     assert len(result.candidates) == 1 and len(result.suppressed) == 1
     assert result.suppressed[0].duplicate_of == result.candidates[0].chunk_id
+
+
+def test_the_motto_is_a_hub_and_is_kept_out_of_a_scene_its_words_do_not_share(local_campaign, library):
+    library(local_campaign, (LORE / "hub_motto.md").read_text(), filename="motto.md", classification="inspiration")
+    library(local_campaign, SALT_WRAITHS, filename="wraiths.md")
+    stored = KnowledgeEmbedding.objects.filter(chunk__source__original_filename="motto.md").get()
+    assert stored.neutral_share is not None  # measured against the neutral scenes when it was stored
+
+    scene = {"scene": {"summary": "A night crossing.", "location": "The deck of a cog"}, "entities": {}}
+    result = ask(
+        local_campaign,
+        "The drowned are never returned by the ocean. All night the crew keeps the lanterns lit and watches "
+        "the black depths below.",
+        state=scene,
+    )
+
+    assert "motto.md" not in {c.filename for c in result.candidates}
+    [motto] = [r for r in result.rejections if r.filename == "motto.md"]
+    assert motto.cosine >= result.semantic_floor  # its meaning alone would have admitted it
+    assert "it is a hub" in motto.why and "too short to be about one thing" in motto.why
