@@ -2,7 +2,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from contextbuild.tokens import count_tokens
-from storyapp.models import Action, Campaign, EndpointProfile
+from storyapp.models import Action, Campaign, EndpointProfile, Memory
 
 PASSWORD = "correct horse battery staple"
 
@@ -50,6 +50,17 @@ class ActionFactory(factory.django.DjangoModelFactory):
     kind = Action.Kind.PLAYER
     text = factory.Sequence(lambda n: f"Action number {n}.")
     depth = factory.LazyAttribute(lambda o: o.parent.depth + 1 if o.parent else 0)
+    token_count = factory.LazyAttribute(lambda o: count_tokens(o.text))
+
+
+class MemoryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Memory
+
+    campaign = factory.SubFactory(CampaignFactory)
+    anchor = factory.SubFactory(ActionFactory, campaign=factory.SelfAttribute("..campaign"))
+    authority = Memory.Authority.RECORDED
+    text = factory.Sequence(lambda n: f"Mara learned secret number {n}.")
     token_count = factory.LazyAttribute(lambda o: count_tokens(o.text))
 
 
