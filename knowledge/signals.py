@@ -3,7 +3,8 @@
 1. An endpoint profile or a campaign's endpoint changes: passages and
    memories embedded with another model are re-embedded in the background.
 2. A Celery worker starts: it requeues the jobs its dead predecessors left
-   running, then keeps a heartbeat row fresh (how the monitor knows a worker
+   running, re-embeds what the instance's default embedding model (if set)
+   does not match, then keeps a heartbeat row fresh (how the monitor knows a worker
    is alive on any broker) and sweeps for orphaned work (storyapp.liveness).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
@@ -74,9 +76,26 @@ def _worker_ready(sender=None, **kwargs) -> None:
         services.jobs_recover(now=timezone.now(), restarted_worker=name)
     except Exception:
         log.exception("Could not requeue orphaned index jobs")
+    if settings.LOREMASTER_EMBEDDING_MODEL.strip():
+        # The instance default may have changed since the last start, and no
+        # profile was saved to say so.
+        _safely(follow_instance_default)
     _stop.clear()
     queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", None) or [])
     threading.Thread(target=_heartbeat_forever, args=(name, queues), name="knowledge-heartbeat", daemon=True).start()
+
+
+def follow_instance_default() -> None:
+    """Queues re-embeds for the campaigns whose profile names no model."""
+    from storyapp import derived
+    from storyapp.models import Campaign
+
+    from . import services
+
+    campaign_ids = list(Campaign.objects.filter(endpoint__embedding_model="").values_list("pk", flat=True))
+    campaign_ids += list(Campaign.objects.filter(endpoint__isnull=True).values_list("pk", flat=True))
+    services.embeddings_refresh(campaign_ids=campaign_ids)
+    derived.memories_refresh(campaign_ids=campaign_ids)
 
 
 def _worker_shutdown(sender=None, **kwargs) -> None:

@@ -86,3 +86,17 @@ def test_the_instance_default_applies_to_a_profile_that_names_no_model(settings,
     campaign = CampaignFactory(owner=alice, endpoint=EndpointProfileFactory(base_url=model.base_url, embedding_model=""))
     assert model_for(campaign) == localembed.MINILM
     assert for_retrieval(campaign.endpoint)["embedding_model"] == localembed.MINILM
+
+
+def test_a_worker_that_starts_with_a_new_instance_default_re_embeds_to_it(
+    settings, alice, model, library, django_capture_on_commit_callbacks
+):
+    from knowledge.models import KnowledgeSource
+    from knowledge.signals import follow_instance_default
+
+    campaign = CampaignFactory(owner=alice, endpoint=EndpointProfileFactory(base_url=model.base_url, embedding_model=""))
+    library(campaign, WESTHAVEN, filename="westhaven.md")
+    settings.LOREMASTER_EMBEDDING_MODEL = "demo-embed"
+    with django_capture_on_commit_callbacks(execute=True):
+        follow_instance_default()
+    assert KnowledgeSource.objects.get(campaign=campaign).embedding_model == "demo-embed"
