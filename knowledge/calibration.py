@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -84,8 +85,10 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
     return matrix / norms
 
 
+@lru_cache(maxsize=4)
 def shipped(path: Path = SHIPPED) -> dict[str, dict]:
-    """The floors shipped with the app, by model name."""
+    """The floors shipped with the app, by model name (read once a process:
+    every turn asks)."""
     if not path.exists():
         return {}
     return json.loads(path.read_text(encoding="utf-8"))["models"]
@@ -93,7 +96,7 @@ def shipped(path: Path = SHIPPED) -> dict[str, dict]:
 
 def ship(*, model: str, measurement: Measurement, now: datetime, path: Path = SHIPPED) -> None:
     """Writes (or replaces) the model's shipped floor, with the numbers behind it."""
-    models = shipped(path)
+    models = dict(shipped(path))
     models[model] = {
         **{k: v for k, v in models.get(model, {}).items() if k == "confirms_pairs"},
         "floor": measurement.floor,
@@ -104,6 +107,7 @@ def ship(*, model: str, measurement: Measurement, now: datetime, path: Path = SH
     }
     about = json.loads(path.read_text(encoding="utf-8"))["about"] if path.exists() else ""
     path.write_text(json.dumps({"about": about, "models": dict(sorted(models.items()))}, indent=2) + "\n")
+    shipped.cache_clear()
 
 
 def floor_for(model: str) -> float | None:

@@ -4,8 +4,8 @@ A model named `local:…` is computed in the worker itself
 (knowledge.localembed), with no server; any other is asked of the profile's
 endpoint. A profile that names none takes the instance's default
 (LOREMASTER_EMBEDDING_MODEL), so one setting turns local embeddings on for
-every campaign. Endpoint calls go through `storyapp.modelclient.client_for`, which re-checks the
-endpoint allowlist at call time; failures are worded by its `describe`.
+every campaign. Endpoint calls go through `storyapp.modelclient.client_for`,
+which re-checks the endpoint allowlist at call time; failures are worded by its `describe`.
 Vectors are stored as little-endian float32 bytes with the model's name, so
 a query never meets a vector from another model. The reply is untrusted: any
 shape but one flat, finite vector per text fails with a reason, never a crash.
@@ -23,8 +23,6 @@ import numpy as np
 import openai
 from django.conf import settings
 
-from . import localembed
-
 from storyapp.modelclient import (
     POOLING_ADVICE,
     client_for,
@@ -33,6 +31,8 @@ from storyapp.modelclient import (
     is_temporary,
 )
 from storyapp.models import Campaign, EndpointProfile
+
+from . import localembed
 
 #: Passages per request: large enough to amortise the round trip, small
 #: enough to stay under common request-size limits.

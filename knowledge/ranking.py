@@ -66,8 +66,12 @@ floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor
    lorebook entry whose key the scene names is admitted on that alone (its
    author's own trigger; knowledge.keys refuses standing entities' and
    common words' keys). A candidate
-   admitted by cosine alone whose only shared words are standing entities
-   is refused: the cast is in every query. Nothing compares a candidate
+   admitted by cosine alone that shares the cast's names and no meaningful
+   word is refused: the cast is in every query. A hub (`Candidate.hub`:
+   close to almost any scene, knowledge.hubs) is admitted by cosine only
+   when its words admit it too. With `confirm_pairs` (a model shipped as
+   reading meaning), a lexical admission on just two words needs its cosine
+   at the floor. Nothing compares a candidate
    with the others, so a library in which nothing matches offers nothing.
    The seed's first version normalized against the best candidate and then
    floored at a share of the best, which the best clears by construction:
