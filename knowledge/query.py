@@ -352,12 +352,14 @@ def weigh_terms(
     standing_groups: Sequence[frozenset[str]],
     shares: Sequence[float] | None = None,
     distinctive: Collection[int] | None = None,
+    broad: Collection[int] = (),
 ) -> tuple[Term, ...]:
     """The query's terms as admission weighs them (knowledge.ranking.Term).
 
     A term's share defaults to 1/len(terms) when `shares` does not give it;
     without `distinctive` (the terms not common in this library,
-    knowledge.termstats) every term is distinctive. Rare and everyday are
+    knowledge.termstats) every term is distinctive; `broad` are those in a
+    broad share of its passages (none by default). Rare and everyday are
     judged on the commoner of the word and its stem, so an inflection
     ("hanged", "pockets") is exactly as common as the word.
     """
@@ -374,6 +376,7 @@ def weigh_terms(
                 frequency_rank=min(word_rank(term), word_rank(key)),
                 standing=key in standing,
                 distinctive=distinctive is None or index in distinctive,
+                broad=index in broad,
             )
         )
     return tuple(weighed)

@@ -158,7 +158,9 @@ class Term:
 
     `frequency_rank` is the commoner of the word's and its stem's English
     rank (knowledge.query.word_rank), so an inflection is exactly as common
-    as its word; `distinctive` is False for a word common in this library
+    as its word; `distinctive` is False for a word common in this library,
+    `broad` True for one in a broad share of its passages (a generic pair is
+    two broad words)
     (knowledge.termstats).
     """
 
@@ -168,6 +170,7 @@ class Term:
     frequency_rank: int
     standing: bool = False
     distinctive: bool = True
+    broad: bool = False
 
 
 @dataclass(frozen=True)
@@ -360,10 +363,12 @@ def _sorted_evidence(matched: Iterable[int], terms: Sequence[Term]) -> tuple[lis
 def _lexical_rule(meaningful: list[Term]) -> tuple[bool, str]:
     """The lexical rule over the meaningful terms: admitted, or the reason not."""
     if len(meaningful) >= LEXICAL_MIN_SIGNALS:
-        if any(t.frequency_rank >= RARE_WORD_RANK for t in meaningful):
-            return True, ""
         held = ", ".join(sorted(t.word for t in meaningful))
-        return False, f"meaningful terms ({held}) of which none is a rare word"
+        if not any(t.frequency_rank >= RARE_WORD_RANK for t in meaningful):
+            return False, f"meaningful terms ({held}) of which none is a rare word"
+        if len(meaningful) == LEXICAL_MIN_SIGNALS and all(t.broad for t in meaningful):
+            return False, f"a generic pair ({held}): both words are in many of this library's passages"
+        return True, ""
     if not meaningful:
         return False, ""
     [term] = meaningful

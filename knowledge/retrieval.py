@@ -125,11 +125,13 @@ def explain(
     stamp = selectors.library_stamp(campaign_id)
     rank_on: list[int] = []
     distinctive: set[int] = set()
+    broad: set[int] = set()
     hits: list[lexical.LexicalHit] = []
     if q.terms:
         counts = termstats.profile_for(campaign_id, stamp[0])
         rank_on = termstats.rank_terms(q.terms, counts)
         distinctive = termstats.distinctive_terms(q.terms, counts)
+        broad = termstats.broad_terms(q.terms, counts)
         hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
     semantic, note, library, unit_query = _semantic(campaign_id, embed_query, model, floor, q, query_vector, stamp)
 
@@ -148,7 +150,7 @@ def explain(
         for chunk_id, paths in found.items()
     ]
     candidates += [_always_candidate(rows[c], vectors) for c in always if c in rows and c not in found]
-    terms = weigh_terms(q.terms, q.standing, q.shares, distinctive)
+    terms = weigh_terms(q.terms, q.standing, q.shares, distinctive, broad)
     ranked = ranking.rank(candidates, terms, floor=floor, confirm_pairs=calibration.confirms_pairs(model))
 
     rejected = [d for d in ranked.decisions if not d.admitted and d.candidate.id in rows]

@@ -53,6 +53,12 @@ CACHED_PROFILES = 16
 #: 25 % and any floor from 3 to 5 gave the same decisions.
 LIBRARY_COMMON_SHARE = 0.2
 LIBRARY_COMMON_FLOOR = 3
+#: A word in more than this share of the passages (and more than
+#: LIBRARY_COMMON_FLOOR of them) is broad here: it still counts, but two
+#: broad words together are a generic pair, which does not admit
+#: (knowledge.ranking). With two worlds in one library, "hull" and "cargo"
+#: (17 % and 19 % of 48 passages) are in both.
+LIBRARY_BROAD_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,12 @@ def distinctive_terms(terms: Sequence[str], profile: TermProfile) -> set[int]:
     """Indexes of the terms that are not common in this library."""
     limit = max(LIBRARY_COMMON_FLOOR, LIBRARY_COMMON_SHARE * profile.passages)
     return {i for i, term in enumerate(terms) if profile.expected_matches(term) <= limit}
+
+
+def broad_terms(terms: Sequence[str], profile: TermProfile) -> set[int]:
+    """Indexes of the terms in a broad share of this library's passages."""
+    limit = max(LIBRARY_COMMON_FLOOR, LIBRARY_BROAD_SHARE * profile.passages)
+    return {i for i, term in enumerate(terms) if profile.expected_matches(term) > limit}
 
 
 def rank_terms(terms: Sequence[str], profile: TermProfile, budget: int | None = None) -> list[int]:

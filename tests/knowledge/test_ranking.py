@@ -3,6 +3,7 @@ ranking, suppression within a kind, the decisions' words, and memory-style
 candidates. Plain records only, no database."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -365,3 +366,12 @@ def test_meaning_shared_only_through_the_cast_and_common_words_is_refused():
     candidate = Candidate(id=1, kind="canon", text="t", cosine=0.8, shared=frozenset({4, 5}))
     [decision] = rank([candidate], TERMS, floor=FLOOR).decisions
     assert not decision.admitted and "shares only standing entities with the query (mara)" in decision.why
+
+
+def test_two_words_both_broad_in_the_library_are_a_generic_pair():
+    hull, cargo = term("hull"), term("cargo")
+    broad = (replace(hull, broad=True), replace(cargo, broad=True))
+    assert not lexical_verdict({0, 1}, broad).admitted
+    assert "a generic pair (cargo, hull)" in lexical_verdict({0, 1}, broad).why
+    assert lexical_verdict({0, 1}, (broad[0], cargo)).admitted  # one of them specific enough
+    assert lexical_verdict({0, 1, 2}, (*broad, replace(term("ballast"), broad=True))).admitted  # three stand
