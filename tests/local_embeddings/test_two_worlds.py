@@ -12,6 +12,7 @@ are listed with what crosses."""
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from knowledge import localembed
 from tests.factories import EndpointProfileFactory
@@ -29,10 +30,17 @@ KNOWN = {
 }
 
 
+#: PostgreSQL's stemmer matches "faint" too, so salt wraiths holds three
+#: meaningful words (crust, faint, pale), and three stand without meaning's
+#: confirmation (knowledge.ranking.LEXICAL_STRONG_SIGNALS).
+ON_POSTGRES = {"T1_paraphrase_shimmering_seabed": "salt wraiths on three words (crust, faint, pale) at cosine 0.26"}
+
+
 def _params():
+    known = KNOWN | (ON_POSTGRES if "postgresql" in settings.DATABASES["default"]["ENGINE"] else {})
     return [
-        pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=KNOWN[p.stem], strict=True)])
-        if p.stem in KNOWN
+        pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=known[p.stem], strict=True)])
+        if p.stem in known
         else pytest.param(p, id=p.stem)
         for p in SCENES
     ]
