@@ -121,17 +121,6 @@ RARE_WORD_RANK = 30000
 #: "tide" in a query about tide tables and container tonnage).
 LEXICAL_SINGLE_TERM_SHARE = 0.15
 LEXICAL_SINGLE_TERM_LENGTH = 4
-#: With the semantic path calibrated, a lexical admission on just
-#: LEXICAL_MIN_SIGNALS meaningful terms (fewer than this) needs its meaning
-#: to confirm it (cosine at the floor): two words in common with a 600-token
-#: scene are chance as often as not. (One term that carries the query, a
-#: name the scene is about, stands on its own.) With two worlds in one library (a harbour city, a deep-sea
-#: station), pairs such as "aboard" + "cargo" or "hull" + "flood" admitted
-#: the one's lore into the other's scenes at cosines 0.15-0.38 against a
-#: floor of 0.39 (all-MiniLM-L6-v2); library document frequencies could not
-#: tell them apart from needed pairs ("cistern" + "ebb": 2 and 7 of 48
-#: passages; "aboard" + "sinks": 3 and 1).
-LEXICAL_STRONG_SIGNALS = 3
 #: How much agreement between the two paths is worth when ordering survivors.
 AGREEMENT = 0.15
 #: Authority orders what matched; it never rescues what did not. Lore:
@@ -441,8 +430,16 @@ def _admit(candidate: Candidate, terms: Sequence[Term], floor: float | None, con
 
 
 def _vetoed(lexical: Verdict, candidate: Candidate, terms: Sequence[Term], floor: float) -> Verdict:
-    """A lexical admission on the least evidence stands only if its meaning
-    agrees (LEXICAL_STRONG_SIGNALS)."""
+    """A lexical admission on just LEXICAL_MIN_SIGNALS meaningful words
+    stands only if its meaning agrees (cosine at the floor): two words in
+    common with a 600-token scene are chance as often as not. With two worlds
+    in one library (a harbour city, a deep-sea station), pairs such as
+    "aboard" + "cargo" or "hull" + "flood" admitted the one's lore into the
+    other's scenes at cosines 0.15-0.38 against a floor of 0.39
+    (all-MiniLM-L6-v2); the library's word counts could not tell them from
+    needed pairs ("cistern" + "ebb": 2 and 7 of 48 passages; "aboard" +
+    "sinks": 3 and 1). One word that carries the query, and three or more,
+    stand on their own."""
     meaningful, _, _ = _sorted_evidence(candidate.matched, terms)
     if len(meaningful) != LEXICAL_MIN_SIGNALS or candidate.cosine >= floor:
         return lexical
