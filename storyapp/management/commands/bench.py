@@ -50,10 +50,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from contextbuild import build_context
-from contextbuild.tokens import count_tokens
+from contextbuild.tokens import count_tokens, encoding
 from knowledge import localembed
 from knowledge import services as knowledge_services
-from knowledge.chunking import chunk_text
 from knowledge.benchdata import SyntheticLibrary
 from knowledge.embeddings import for_retrieval
 from knowledge.management.commands.bench_import import generated_markdown
@@ -299,8 +298,9 @@ class Command(BaseCommand):
         if why:
             self.skipped.append(f"local embeddings: skipped, {why}")
             return
-        text = generated_markdown(400_000, seed=80)
-        passages = [f"{p.heading_path}\n\n{p.text}" for p in chunk_text(text, count=count_tokens)][:128]
+        # 300-token passages (cl100k), the size the reference figures are for.
+        tokens = encoding().encode(generated_markdown(400_000, seed=80))
+        passages = [encoding().decode(tokens[i : i + 300]) for i in range(0, 300 * 128, 300)]
         localembed.encode(model, passages[:4])  # the model loads once per process; not what is timed
         rates = []
         for _ in range(3):
