@@ -36,6 +36,8 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 NEUTRAL = Path(__file__).parent / "data" / "neutral_scenes.json"
+#: Vectors as stored (knowledge.embeddings.DTYPE).
+DTYPE = np.dtype("<f4")
 #: Clearing the floor against more than this share of the neutral scenes is
 #: what no passage about one subject does.
 HUB_SHARE = 0.5
@@ -77,7 +79,7 @@ def measured(
     if floor is None or not vectors:
         return [None] * len(vectors)
     neutral = _neutral_for(model, embed)
-    if neutral is None or neutral.shape[1] * 4 != len(vectors[0]):
+    if neutral is None or neutral.shape[1] * DTYPE.itemsize != len(vectors[0]):
         return [None] * len(vectors)
     return shares(vectors, neutral, floor)
 
@@ -99,7 +101,7 @@ def _neutral_for(model: str, embed: Callable[[list[str]], list[bytes]]) -> np.nd
 
 
 def _unit_rows(vectors: Sequence[bytes]) -> np.ndarray:
-    matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+    matrix = np.frombuffer(b"".join(vectors), dtype=DTYPE).reshape(len(vectors), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms

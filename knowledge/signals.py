@@ -87,13 +87,15 @@ def _worker_ready(sender=None, **kwargs) -> None:
 
 def follow_instance_default() -> None:
     """Queues re-embeds for the campaigns whose profile names no model."""
+    from django.db.models import Q
+
     from storyapp import derived
     from storyapp.models import Campaign
 
     from . import services
 
-    campaign_ids = list(Campaign.objects.filter(endpoint__embedding_model="").values_list("pk", flat=True))
-    campaign_ids += list(Campaign.objects.filter(endpoint__isnull=True).values_list("pk", flat=True))
+    names_none = Q(endpoint__embedding_model="") | Q(endpoint__isnull=True)
+    campaign_ids = list(Campaign.objects.filter(names_none).values_list("pk", flat=True))
     services.embeddings_refresh(campaign_ids=campaign_ids)
     derived.memories_refresh(campaign_ids=campaign_ids)
 

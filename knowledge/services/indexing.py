@@ -396,9 +396,10 @@ def embeddings_refresh_for_profile(*, profile_id: int) -> list[IndexJob]:
     return embeddings_refresh(campaign_ids=list(campaign_ids))
 
 
-def campaigns_using(profile: EndpointProfile) -> list[int]:
+def campaigns_using(profile: EndpointProfile):
     """The campaigns that may use this profile: by choice, or by default
     (all that chose none: it may just have stopped being the default, and a
-    refresh of a campaign whose model did not change does nothing)."""
+    refresh of a campaign whose model did not change does nothing), as a
+    query of their ids, read where it is used."""
     uses = Q(endpoint_id=profile.pk) | Q(endpoint__isnull=True)
-    return list(Campaign.objects.filter(uses).values_list("pk", flat=True))
+    return Campaign.objects.filter(uses).values_list("pk", flat=True)
