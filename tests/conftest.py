@@ -1,8 +1,58 @@
-import pytest
+"""Fixtures every folder shares, and the layer each test is in.
 
+Every test gets exactly one layer mark, from what it uses: `live` when it
+starts live processes (uvicorn, a Celery worker, llama-cpp-python's server)
+and for every browser test, `db` when it uses the database, `pure` for the
+rest. CI runs `-m "not live"` on SQLite and `-m "not pure"` on PostgreSQL +
+Redis (the hosted mode), so pure tests run once and live ones only hosted.
+"""
+
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+
+from knowledge import services as knowledge_services
+from storyapp import services
 from storyapp.celery import app as celery_app
+from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 pytest_plugins = ["tests.model_server"]
+
+LAYERS = ("pure", "db", "live")
+#: Fixtures that start live processes, or hand tasks to one.
+LIVE_FIXTURES = {"servers", "stack", "real_broker", "llama_server", "embedding_server", "start_llama_server",
+                 "live_server"}
+DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+BROWSER = Path(__file__).parent / "browser"
+
+
+def layer_of(item) -> str:
+    used = set(getattr(item, "fixturenames", ())) - set(getattr(item, "callspec", None) and item.callspec.params or ())
+    if used & LIVE_FIXTURES or BROWSER in Path(item.path).parents:
+        return "live"
+    if used & DB_FIXTURES or item.get_closest_marker("django_db"):
+        return "db"
+    return "pure"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(getattr(pytest.mark, layer_of(item)))
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    counts = {layer: sum(1 for item in items if item.get_closest_marker(layer)) for layer in LAYERS}
+    return "layers: " + ", ".join(f"{counts[layer]} {layer}" for layer in LAYERS)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Readers are made with a password; Django's default hasher costs half a
+    second of CPU per user made and per log-in, which was most of the suite's
+    time. Live servers hash with their own settings (see tests/live.py)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
@@ -19,8 +69,6 @@ def fresh_login_throttle():
     """Failed log-ins are counted in the cache, which the live servers share
     on disk (var/cache): a test's wrong passwords must not lock the next
     test's reader out."""
-    from django.core.cache import cache
-
     cache.clear()
     yield
     cache.clear()
@@ -28,32 +76,49 @@ def fresh_login_throttle():
 
 @pytest.fixture
 def alice(db):
-    from tests.factories import UserFactory
-
     return UserFactory(username="alice")
 
 
 @pytest.fixture
 def bob(db):
-    from tests.factories import UserFactory
-
     return UserFactory(username="bob")
 
 
 @pytest.fixture
 def endpoint(db, model):
-    from tests.factories import EndpointProfileFactory
-
     return EndpointProfileFactory(base_url=model.base_url)
+
+
+@pytest.fixture
+def campaign(alice, endpoint):
+    """Alice's campaign on the scripted model server. Folders and modules
+    whose story needs another start override it under the same name, so that
+    `play` plays on theirs."""
+    return CampaignFactory(owner=alice, endpoint=endpoint)
+
+
+@pytest.fixture
+def play(campaign, django_capture_on_commit_callbacks):
+    """Plays one turn on `campaign`: the reader's action committed, its
+    narration run where the test commits, as a worker would; returns both,
+    fresh."""
+
+    def submit(text: str):
+        with django_capture_on_commit_callbacks(execute=True):
+            player, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
+        campaign.refresh_from_db()
+        narration.refresh_from_db()
+        return player, narration
+
+    return submit
 
 
 @pytest.fixture
 def library():
     """Adds a source to a campaign and indexes it in-process, as a worker would."""
-    from knowledge import services
 
     def add(campaign, text, *, filename="lore.md", **options):
-        source = services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
-        return services.source_index_now(source)
+        source = knowledge_services.source_create(campaign=campaign, filename=filename, text=text, enqueue=False, **options)
+        return knowledge_services.source_index_now(source)
 
     return add

@@ -13,7 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from django.conf import settings
 from django.db import connection
+from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,15 +87,17 @@ def worker():
         yield proc
 
 
-def logged_in(base: str, username: str, password: str) -> httpx.Client:
+def logged_in(base: str, user) -> httpx.Client:
+    """An HTTP client holding `user`'s session, made server-side as
+    `force_login` makes it: the tests hash passwords with a fast hasher the
+    live servers do not accept, and the log-in form has tests of its own
+    (tests/storyapp/test_hardening.py, tests/browser/test_pages_in_browser.py)."""
+    session = Client()
+    session.force_login(user)
     client = httpx.Client(base_url=base, timeout=30)
     client.get("/accounts/login/")
-    response = client.post(
-        "/accounts/login/",
-        data={"username": username, "password": password, "csrfmiddlewaretoken": client.cookies["csrftoken"]},
-        headers={"Referer": base},
-    )
-    assert response.status_code == 302, response.text[:500]
+    assert "csrftoken" in client.cookies, "the log-in page set no CSRF cookie"
+    client.cookies.set(settings.SESSION_COOKIE_NAME, session.cookies[settings.SESSION_COOKIE_NAME].value)
     return client
 
 

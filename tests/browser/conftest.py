@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.test import Client
 
 from tests import live
-from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory, UserFactory
+from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = [
@@ -105,12 +107,15 @@ def _new_page(browser, base, width, *, errors: list[str]):
     return context, page
 
 
-def log_in(page, username: str, password: str = PASSWORD) -> None:
-    page.goto("/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name=re.compile("log in", re.I)).click()
-    page.wait_for_url(re.compile(r"/campaigns/$"))
+def signed_in(context, base: str, user) -> None:
+    """Gives the browser `user`'s session, made server-side as `force_login`
+    makes it: typing a password is for the test of the log-in form alone
+    (test_pages_in_browser.py), and the tests' fast password hasher is one the
+    live servers do not accept."""
+    session = Client()
+    session.force_login(user)
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": base,
+                          "value": session.cookies[settings.SESSION_COOKIE_NAME].value}])
 
 
 @pytest.fixture
@@ -118,7 +123,7 @@ def page(request, browser, base, width, alice):
     """A logged-in page for alice; console errors fail the test, a failure keeps a screenshot."""
     errors: list[str] = []
     context, page = _new_page(browser, base, width, errors=errors)
-    log_in(page, "alice")
+    signed_in(context, base, alice)
     page.console_errors = errors
     yield page
     failed = getattr(request.node, "report_call", None) is not None and request.node.report_call.failed
@@ -136,9 +141,8 @@ def page(request, browser, base, width, alice):
 @pytest.fixture
 def other_page(browser, base):
     """A second reader's browser, for privacy checks."""
-    UserFactory(username="bob")
     errors: list[str] = []
     context, page = _new_page(browser, base, "desktop", errors=errors)
-    log_in(page, "bob")
+    signed_in(context, base, UserFactory(username="bob"))
     yield page
     context.close()

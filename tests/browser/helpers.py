@@ -1,6 +1,10 @@
-"""Checks the browser tests share: axe-core's findings and horizontal overflow."""
+"""Checks the browser tests share: axe-core's findings, horizontal overflow,
+and the log-in form."""
 
+import re
 from pathlib import Path
+
+from tests.factories import PASSWORD
 
 AXE = Path(__file__).parent / "vendor" / "axe-4.14.1.min.js"
 
@@ -24,3 +28,12 @@ def horizontal_overflow(page) -> int:
     viewport zooms out to fit a page that overflows, and then innerWidth
     grows with it."""
     return page.evaluate("() => document.documentElement.scrollWidth") - page.viewport_size["width"]
+
+
+def log_in(page, username: str, password: str = PASSWORD) -> None:
+    """Through the log-in form, as a reader does."""
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name=re.compile("log in", re.I)).click()
+    page.wait_for_url(re.compile(r"/campaigns/$"))

@@ -12,8 +12,8 @@ from playwright.sync_api import expect
 
 from knowledge.models import IndexJob, KnowledgeSource
 from storyapp import services
-from tests.browser.helpers import axe_violations, horizontal_overflow
-from tests.factories import IndexJobFactory, KnowledgeSourceFactory
+from tests.browser.helpers import axe_violations, horizontal_overflow, log_in
+from tests.factories import IndexJobFactory, KnowledgeSourceFactory, UserFactory
 
 LANTERN = """# The Drowned Lantern
 
@@ -208,3 +208,16 @@ def test_another_readers_actions_and_inspector_are_refused(other_page, campaign,
         assert other_page.goto(path).status == 404, path
     other_page.goto(f"/campaigns/{campaign.pk}/")
     assert narration.text not in other_page.content()
+
+
+def test_a_reader_logs_in_through_the_form(browser, base, settings):
+    """The one browser test that types a password: the others are given a
+    session. The live servers check passwords with the default hasher, so
+    this reader's is made with it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    UserFactory(username="dora")
+    context = browser.new_context(base_url=base)
+    page = context.new_page()
+    log_in(page, "dora")
+    expect(page.get_by_role("heading", name="Your campaigns")).to_be_visible()
+    context.close()

@@ -3,13 +3,6 @@ import pytest
 from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """Readers are made with a password; the default hasher costs half a
-    second each, which is most of this folder's run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def lexical_profile(db, model):
     """An endpoint with no embedding model: sources are indexed lexical only."""
@@ -29,5 +22,5 @@ def embedded_campaign(alice, endpoint):
 @pytest.fixture
 def reader(client, alice):
     """The test client, signed in as alice, who owns `campaign`."""
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     return client

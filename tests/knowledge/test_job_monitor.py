@@ -10,8 +10,7 @@ from tests.factories import PASSWORD, IndexJobFactory, KnowledgeSourceFactory, U
 
 @pytest.fixture
 def operator(client, db):
-    UserFactory(username="olga", is_staff=True)
-    client.login(username="olga", password=PASSWORD)
+    client.force_login(UserFactory(username="olga", is_staff=True))
     return client
 
 
@@ -23,7 +22,7 @@ def failed_job(campaign):
 
 
 def test_a_reader_who_is_not_staff_gets_404(client, alice, failed_job):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     assert client.get(reverse("job_monitor")).status_code == 404
     assert client.post(reverse("job_retry", kwargs={"job_id": failed_job.pk})).status_code == 404
     assert client.post(reverse("job_cancel", kwargs={"job_id": failed_job.pk})).status_code == 404
@@ -108,5 +107,5 @@ def test_a_stuck_narration_can_be_requeued_or_failed_from_the_monitor(operator, 
     assert stuck.status == Action.Status.DONE and stuck.text == "Written at last."
     assert lost.status == Action.Status.FAILED and "operator ended" in lost.error
     client.logout()
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     assert client.post(reverse("narration_fail", args=[stuck.pk])).status_code == 404, "staff only"

@@ -211,7 +211,7 @@ def test_another_readers_source_is_not_reachable_through_my_campaign(reader, cam
 
 
 def test_an_outsider_cannot_upload_into_anothers_library(client, bob, campaign):
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(bob)
     response = post_files(client, campaign, md("a.md", LORE))
     assert response.status_code == 404 and not KnowledgeSource.objects.exists()
 
@@ -223,7 +223,7 @@ def test_more_files_than_django_parses_get_the_same_friendly_refusal(alice, camp
     settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
     # With the CSRF check enforced, as in a browser: it parses the body first.
     browser = Client(enforce_csrf_checks=True)
-    browser.login(username="alice", password=PASSWORD)
+    browser.force_login(alice)
     browser.get(reverse("library", kwargs={"pk": campaign.pk}))
     response = post_files(browser, campaign, *[md(f"{n}.md", f"Lore {n}.") for n in range(5)],
                           csrfmiddlewaretoken=browser.cookies["csrftoken"].value)

@@ -99,7 +99,7 @@ def test_another_readers_entries_and_export_are_not_reachable(reader, campaign, 
 
     entry = westhaven.entries.first()
     reader.logout()
-    reader.login(username=bob.username, password=PASSWORD)
+    reader.force_login(bob)
     mine = CampaignFactory(owner=bob)
     for pk in (campaign.pk, mine.pk):
         kwargs = {"pk": pk, "source_id": westhaven.pk}

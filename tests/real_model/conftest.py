@@ -32,7 +32,7 @@ from storyapp import services
 from storyapp.celery import app as celery_app
 from storyapp.models import Action, Campaign, EndpointProfile
 from tests import live
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 
 HERE = Path(__file__).resolve().parent
 LLAMA_PYTHON = Path(os.environ.get("LOREMASTER_LLAMA_PYTHON") or live.ROOT / ".venv-llm" / "bin" / "python")
@@ -314,9 +314,9 @@ class Reader:
     """A logged-in reader playing through the pages: turns are posted as the
     play page posts them, narrations followed over its event stream."""
 
-    def __init__(self, base: str, campaign: Campaign, username: str):
+    def __init__(self, base: str, campaign: Campaign):
         self.campaign = campaign
-        self.client = live.logged_in(base, username, PASSWORD)
+        self.client = live.logged_in(base, campaign.owner)
 
     def post(self, path: str, **data) -> httpx.Response:
         response = self.client.post(
@@ -381,4 +381,4 @@ class Reader:
 
 @pytest.fixture
 def reader(stack, campaign, transactional_db) -> Reader:
-    return Reader(stack, campaign, campaign.owner.username)
+    return Reader(stack, campaign)

@@ -20,7 +20,7 @@ def server(start_llama_server):
 @pytest.fixture
 def reader(stack, alice, server):
     campaign = new_campaign(alice, profile_for(server, max_output_tokens=600, name="Doomed llama"))
-    return Reader(stack, campaign, alice.username)
+    return Reader(stack, campaign)
 
 
 def test_a_server_killed_mid_stream_fails_the_turn_and_retry_works_once_it_is_back(

@@ -30,7 +30,10 @@ def profile(model):
 
 
 @pytest.fixture
-def play(model, django_capture_on_commit_callbacks):
+def play_chamber(model, django_capture_on_commit_callbacks):
+    """`play` on any campaign with the narration scripted (chamber `number`),
+    asserted done; returns the narration."""
+
     def turn(campaign, number: int) -> Action:
         model.script({"reply": narration(number)})
         with django_capture_on_commit_callbacks(execute=True):
@@ -44,12 +47,12 @@ def play(model, django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def remembered(alice, profile, play):
+def remembered(alice, profile, play_chamber):
     """A campaign played until it has summaries and both kinds of memory."""
     campaign = CampaignFactory(owner=alice, endpoint=profile, persona_name="Mara",
                                initial_state={"scene": {"summary": "Mara enters the vault.", "location": "the vault"}})
     for number in range(1, 13):
-        play(campaign, number)
+        play_chamber(campaign, number)
     assert Summary.objects.filter(campaign=campaign).exists()
     assert Memory.objects.filter(campaign=campaign, authority=Memory.Authority.INFERRED).exists()
     return campaign
@@ -67,7 +70,7 @@ def test_the_export_carries_summaries_and_memories_by_action_reference(remembere
     assert not any("embedding" in m for m in data["memories"])
 
 
-def test_an_imported_campaign_uses_its_imported_summary_in_the_next_prompt(remembered, alice, profile, play):
+def test_an_imported_campaign_uses_its_imported_summary_in_the_next_prompt(remembered, alice, profile, play_chamber):
     data = json.loads(json.dumps(bundle.export(remembered)))
     copied = bundle.import_bundle(data, owner=alice)
     assert Summary.objects.filter(campaign=copied).count() == len(data["summaries"])
@@ -85,7 +88,7 @@ def test_an_imported_campaign_uses_its_imported_summary_in_the_next_prompt(remem
     call_command("build_context", campaign=copied.pk, json=True, stdout=out)
     preview = json.loads(out.getvalue())
     assert preview["summary"] and {part["id"] for part in preview["summary"]["parts"]} <= imported
-    turn = play(copied, 13)
+    turn = play_chamber(copied, 13)
     report = turn.snapshot.report
     assert report["summary"] and report["summary"]["parts"]
     # The prompt is built before this turn's own derived work runs: its chain is the imported one.

@@ -51,7 +51,7 @@ def test_every_narration_stores_the_exact_text_it_was_sent(campaign, turn, model
 
 def test_the_inspector_shows_each_section_and_the_budget(client, campaign, turn):
     narration = turn("I walk to the quay.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     for label in ("narrator", "plot_essentials", "narrative_state", "state_reminder"):
         assert f"<code>{label}</code>" in page
@@ -62,7 +62,7 @@ def test_the_inspector_does_not_change_when_the_campaign_does(client, campaign, 
     narration = turn("I walk to the quay.")
     campaign.plot_essentials = "Something else entirely."
     campaign.save()
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(
         reverse("context_inspector", args=[campaign.pk, narration.pk]), HTTP_HX_REQUEST="true"
     ).content.decode()
@@ -76,7 +76,7 @@ def test_the_inspector_lists_what_changed_since_the_previous_narration(client, c
     campaign.plot_essentials = ""
     campaign.save()
     second = turn("I wait.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, second.pk])).content.decode()
     assert "− Plot essentials" in page
 
@@ -119,7 +119,7 @@ def test_build_context_budget_override_and_overflow(campaign):
 def test_a_malformed_imported_report_renders_what_it_can(client, campaign, turn, report):
     narration = turn("I walk to the quay.")
     ContextSnapshot.objects.filter(action=narration).update(report=report)
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     response = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk]))
     assert response.status_code == 200
     assert "I walk to the quay." in response.content.decode()
@@ -136,7 +136,7 @@ def test_the_inspector_lists_rejected_passages_with_their_reasons_and_counts_tha
          "visibility": "hidden", "matched_terms": [], "lexical": None, "cosine": 0.1, "why": "semantic: cosine below"},
     ])
     ContextSnapshot.objects.filter(action=narration).update(report=report)
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "found 3 passages: 1 admitted, 2 rejected" in page
     assert "tides.md · Tides · passage 2" in page and "one meaningful term, not a rare one" in page
@@ -147,7 +147,7 @@ def test_the_inspector_lists_rejected_passages_with_their_reasons_and_counts_tha
 def test_the_inspector_shows_each_message_as_sent_with_its_speaker(client, campaign, turn):
     turn("I walk to the quay.")
     narration = turn("I hail the ferryman.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "Messages, exactly as sent" in page
     speakers = [m["role"] for m in narration.snapshot.messages]
@@ -208,7 +208,7 @@ LONG_MEMORY = {
 def test_the_inspector_shows_the_long_memory_and_the_state_sent(client, campaign, turn):
     narration = turn("I walk to the quay.")
     ContextSnapshot.objects.filter(action=narration).update(report={**narration.snapshot.report, **LONG_MEMORY})
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "covers 12 actions, through action #41, in 2 parts" in page
     assert "Level 1 (a summary of summaries) · actions 1–8 of the story" in page
@@ -225,7 +225,7 @@ def test_an_old_snapshot_without_long_memory_renders_without_it(client, campaign
     narration = turn("I walk to the quay.")
     old = {k: v for k, v in narration.snapshot.report.items() if k not in ("summary", "memories", "state", "derived")}
     ContextSnapshot.objects.filter(action=narration).update(report=old)
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "<th>Summary</th>" not in page and "Narrative state sent" not in page and "I walk to the quay." in page
 
@@ -238,7 +238,7 @@ def test_an_old_snapshot_without_long_memory_renders_without_it(client, campaign
 def test_malformed_long_memory_parts_render_what_they_can(client, campaign, turn, part):
     narration = turn("I walk to the quay.")
     ContextSnapshot.objects.filter(action=narration).update(report={**narration.snapshot.report, **part})
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     assert client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).status_code == 200
 
 
@@ -269,7 +269,7 @@ def test_the_state_sent_lists_only_the_entities_the_prompt_showed(client, campai
     cast = {f"p{n}": {"name": f"Person {n}"} for n in range(PROMPT_ENTITIES + 2)}
     ContextSnapshot.objects.filter(action=narration).update(
         report={**narration.snapshot.report, "state": {"entities": cast}})
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "Kept in the state but not sent" in page and "Person 0, Person 1." in page
     assert f"<strong>Person {PROMPT_ENTITIES + 1}</strong>" in page and "<strong>Person 0</strong>" not in page

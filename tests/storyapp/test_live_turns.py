@@ -11,7 +11,7 @@ import pytest
 
 from storyapp.models import Action
 from tests import live
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +54,7 @@ def _chunks(client: httpx.Client, url: str, *, stop_after: int | None = None) ->
 def test_a_turn_streams_into_the_page_and_is_stored_once(stack, model):
     base, campaign = stack
     model.script({"reply": REPLY, "delay": 0.03})
-    client = live.logged_in(base, "alice", PASSWORD)
+    client = live.logged_in(base, campaign.owner)
     chunks = _chunks(client, _submit(client, campaign, "I walk to the quay."))
     narration = Action.objects.get(campaign=campaign, kind=Action.Kind.AI)
     assert narration.status == Action.Status.DONE
@@ -66,14 +66,14 @@ def test_a_turn_streams_into_the_page_and_is_stored_once(stack, model):
 def test_leaving_mid_narration_and_coming_back_shows_all_of_it(stack, model):
     base, campaign = stack
     model.script({"reply": REPLY, "delay": 0.05})
-    client = live.logged_in(base, "alice", PASSWORD)
+    client = live.logged_in(base, campaign.owner)
     url = _submit(client, campaign, "I wait.")
     assert _chunks(client, url, stop_after=1)
     client.close()
     narration = live.wait_for(
         lambda: Action.objects.filter(campaign=campaign, kind=Action.Kind.AI, status=Action.Status.DONE).first()
     )
-    again = live.logged_in(base, "alice", PASSWORD)
+    again = live.logged_in(base, campaign.owner)
     page = again.get(f"/campaigns/{campaign.pk}/").text
     assert page.count("word59") == 1
     assert narration.text == REPLY.split("\n<state>")[0]
@@ -83,7 +83,7 @@ def test_leaving_mid_narration_and_coming_back_shows_all_of_it(stack, model):
 def test_twenty_readers_follow_one_narration_at_once(stack, model):
     base, campaign = stack
     model.script({"reply": REPLY, "delay": 0.05})
-    client = live.logged_in(base, "alice", PASSWORD)
+    client = live.logged_in(base, campaign.owner)
     url = _submit(client, campaign, "Everyone watches.")
 
     async def follow() -> str:

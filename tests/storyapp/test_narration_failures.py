@@ -8,11 +8,6 @@ from storyapp.models import Action
 from tests.factories import CampaignFactory, EndpointProfileFactory
 
 
-@pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
 def _turn(campaign, text, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         player, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())

@@ -65,7 +65,7 @@ def test_an_outsider_gets_404_for_every_url_of_anothers_campaign(client, bob, al
     campaign, actions = alices_story
     head_before = campaign.head_id
     texts_before = list(Action.objects.order_by("id").values_list("text", flat=True))
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(bob)
     for pattern, names in _id_patterns():
         url = reverse(pattern.name, kwargs=_kwargs_for(pattern, names, campaign, actions))
         response = getattr(client, method)(url, {"text": "bob was here", "before": actions[-1].pk})
@@ -83,14 +83,14 @@ def test_an_outsider_gets_404_for_every_url_of_anothers_campaign(client, bob, al
 def test_an_action_of_one_campaign_is_not_reachable_through_another(client, alice, alices_story):
     campaign, actions = alices_story
     other = CampaignFactory(owner=alice)
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     url = reverse("action_edit", kwargs={"pk": other.pk, "action_id": actions[0].pk})
     assert client.get(url).status_code == 404
 
 
 def test_a_reader_lists_only_their_own_campaigns(client, alice, bob, alices_story):
     CampaignFactory(owner=bob, title="Bob's secret saga")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     page = client.get(reverse("campaign_list")).content.decode()
     assert alices_story[0].title in page and "Bob&#x27;s secret saga" not in page
 

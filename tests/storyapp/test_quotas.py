@@ -13,18 +13,13 @@ from tests.factories import PASSWORD, CampaignFactory
 
 
 @pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
-@pytest.fixture
 def rates(settings):
     settings.LOREMASTER_READER_RATES = {"turns": 1, "uploads": 2}
     return settings.LOREMASTER_READER_RATES
 
 
 def test_a_reader_over_the_turn_rate_gets_429_and_keeps_the_typed_turn(client, campaign, rates):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     url = reverse("turn_submit", args=[campaign.pk])
     assert client.post(url, {"text": "I knock."}, HTTP_HX_REQUEST="true").status_code == 200
     Action.objects.filter(campaign=campaign, kind=Action.Kind.AI).update(status=Action.Status.DONE, text="Opened.")
@@ -38,7 +33,7 @@ def test_a_reader_over_the_turn_rate_gets_429_and_keeps_the_typed_turn(client, c
 
 
 def test_without_javascript_the_whole_page_says_so_with_the_words_in_the_box(client, campaign, rates):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     url = reverse("turn_submit", args=[campaign.pk])
     client.post(url, {"text": "I knock."})
     Action.objects.filter(campaign=campaign, kind=Action.Kind.AI).update(status=Action.Status.DONE, text="Opened.")
@@ -48,7 +43,7 @@ def test_without_javascript_the_whole_page_says_so_with_the_words_in_the_box(cli
 
 
 def test_retry_spends_the_same_turn_rate(client, campaign, rates):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "I knock."}, HTTP_HX_REQUEST="true")
     Action.objects.filter(campaign=campaign, kind=Action.Kind.AI).update(status=Action.Status.FAILED)
     response = client.post(reverse("turn_retry", args=[campaign.pk]), HTTP_HX_REQUEST="true")
@@ -57,18 +52,18 @@ def test_retry_spends_the_same_turn_rate(client, campaign, rates):
 
 
 def test_one_readers_limit_leaves_another_reader_alone(client, campaign, rates, bob, endpoint):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "I knock."}, HTTP_HX_REQUEST="true")
     theirs = CampaignFactory(owner=bob, endpoint=endpoint)
     client.logout()
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(bob)
     response = client.post(reverse("turn_submit", args=[theirs.pk]), {"text": "I wave."}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
 
 
 def test_a_reader_at_the_campaign_limit_gets_429_and_no_new_campaign(client, campaign, settings):
     settings.LOREMASTER_CAMPAIGNS_PER_READER = 1
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     response = client.post(reverse("campaign_create"), {"title": "Another", "narration_length": "medium"})
     assert response.status_code == 429
     assert "You already have 1 campaigns, this instance's limit" in html.unescape(response.content.decode())
@@ -77,7 +72,7 @@ def test_a_reader_at_the_campaign_limit_gets_429_and_no_new_campaign(client, cam
 
 def test_a_bundle_import_at_the_campaign_limit_gets_429_and_imports_nothing(client, campaign, settings):
     settings.LOREMASTER_CAMPAIGNS_PER_READER = 1
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     bundle = io.BytesIO(json.dumps({"format": 1, "campaign": {"title": "Imported"}}).encode())
     bundle.name = "story.json"
     response = client.post(reverse("campaign_import"), {"bundle": bundle})

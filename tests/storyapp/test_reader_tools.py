@@ -24,7 +24,7 @@ def campaign(alice, endpoint):
 
 @pytest.fixture
 def reader(client, alice):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     return client
 
 
@@ -94,7 +94,7 @@ def test_a_bad_bundle_is_refused_clearly_and_imports_nothing(reader, campaign):
 
 def test_another_reader_cannot_export_or_change_a_campaign(client, bob, campaign, play, model):
     _, narration = play("A secret move.")
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(bob)
     for name in ("story_export_markdown", "story_export_html", "campaign_export_bundle", "campaign_branches"):
         assert client.get(reverse(name, args=[campaign.pk])).status_code == 404, name
     assert client.post(reverse("campaign_memory", args=[campaign.pk]), {"authors_note": "x"}).status_code == 404

@@ -15,11 +15,6 @@ from storyapp.models import Action, DerivedJob
 from tests.factories import ActionFactory, CampaignFactory
 
 
-@pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
 def _stale():
     return timezone.now() - liveness.STALE_AFTER - timedelta(seconds=1)
 

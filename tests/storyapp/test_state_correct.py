@@ -38,20 +38,8 @@ def campaign(alice, endpoint):
 
 @pytest.fixture
 def reader(client, alice):
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(alice)
     return client
-
-
-@pytest.fixture
-def play(campaign, django_capture_on_commit_callbacks):
-    def submit(text):
-        with django_capture_on_commit_callbacks(execute=True):
-            _, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
-        narration.refresh_from_db()
-        campaign.refresh_from_db()
-        return narration
-
-    return submit
 
 
 def _state(campaign):
@@ -89,7 +77,7 @@ def test_a_correction_is_in_the_next_prompt_and_the_retrieval_query(reader, camp
     assert "greywater" in query.terms and "lighthouse" in query.terms
 
     model.script({"reply": "The stair winds up.\n<state>{\"events\": []}</state>"})
-    narration = play("I climb.")
+    _, narration = play("I climb.")
     assert "Location: the Greywater lighthouse" in narration.snapshot.messages[-1]["content"]
 
 
@@ -104,13 +92,13 @@ def test_a_story_with_no_action_yet_corrects_the_opening_state(reader, campaign)
 def test_a_correction_at_a_failed_narration_reaches_the_turn_that_replaces_it(campaign, play, model):
     model.script({"reply": "The quay is quiet.\n<state>{\"events\": []}</state>"}, {"status": 500})
     play("I wait.")
-    failed = play("I shout.")
+    _, failed = play("I shout.")
     assert failed.status == Action.Status.FAILED
     document = {**OPENING, "scene": {"summary": "Night falls.", "location": "the lighthouse"}}
     services.state_correct(campaign=campaign, document=document)
     campaign.refresh_from_db()
     model.script({"reply": "The lamp gutters.\n<state>{\"events\": []}</state>"})
-    narration = play("I shout again.")
+    _, narration = play("I shout again.")
     assert narration.parent.parent_id == failed.parent.parent_id
     assert "Location: the lighthouse" in narration.snapshot.messages[-1]["content"]
 
@@ -180,7 +168,7 @@ def test_the_panel_shows_the_state_as_it_is_now(reader, campaign):
 
 
 def test_another_reader_cannot_see_or_correct_the_state(client, bob, campaign):
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(bob)
     url = reverse("campaign_state", args=[campaign.pk])
     assert client.get(url, **HX).status_code == 404
     assert client.post(url, {**_shown(campaign), **CORRECTED}, **HX).status_code == 404

@@ -26,21 +26,9 @@ def campaign(alice, endpoint):
     )
 
 
-@pytest.fixture
-def play(campaign, django_capture_on_commit_callbacks):
-    def submit(text):
-        with django_capture_on_commit_callbacks(execute=True):
-            _, narration = services.turn_submit(campaign=campaign, text=text, now=timezone.now())
-        narration.refresh_from_db()
-        campaign.refresh_from_db()
-        return narration
-
-    return submit
-
-
 def test_the_block_moves_the_state_and_refusals_reach_the_next_prompt_once(campaign, play, model):
     model.script({"reply": BLOCK})
-    first = play("I pay the ferryman.")
+    _, first = play("I pay the ferryman.")
     assert first.text == "The ferryman takes your coin."
     assert first.state["scene"] == {"summary": "You cross on the ferry.", "location": "the ferry"}
     assert first.state["entities"]["ferryman"] == {"name": "The ferryman", "status": "paid"}
@@ -50,17 +38,17 @@ def test_the_block_moves_the_state_and_refusals_reach_the_next_prompt_once(campa
     events = first.snapshot.report["state_events"]
     assert len(events["applied"]) == 2 and events["refused"] == [refusal]
 
-    second = play("I look back at the quay.")
+    _, second = play("I look back at the quay.")
     prompt = second.snapshot.messages[-1]["content"]
     assert "Location: the ferry" in prompt and "The ferryman [ferryman] (paid)" in prompt
     assert "cannot go from dead to alive" in prompt
-    third = play("I wait.")
+    _, third = play("I wait.")
     assert "cannot go from dead to alive" not in third.snapshot.messages[-1]["content"]
 
 
 def test_a_reply_without_a_block_keeps_the_state_and_says_so(campaign, play, model):
     model.script({"reply": "The tide turns."})
-    narration = play("I wait.")
+    _, narration = play("I wait.")
     assert narration.status == Action.Status.DONE
     assert narration.state == campaign.initial_state
     assert "no state block" in narration.snapshot.report["state_events"]["note"]
@@ -80,16 +68,16 @@ def test_the_inspector_lists_this_turns_state_changes(client, campaign, play, mo
     from tests.factories import PASSWORD
 
     model.script({"reply": BLOCK})
-    narration = play("I pay the ferryman.")
-    client.login(username="alice", password=PASSWORD)
+    _, narration = play("I pay the ferryman.")
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "2 applied, 1 refused" in page and "cannot go from dead to alive" in page
 
 
 def test_replayed_history_is_prose_only(campaign, play, model):
     model.script({"reply": BLOCK})
-    first = play("I pay the ferryman.")
-    second = play("I look back at the quay.")
+    _, first = play("I pay the ferryman.")
+    _, second = play("I look back at the quay.")
     replayed = [m["content"] for m in second.snapshot.messages if m["role"] == "assistant"]
     assert replayed == [first.text]
     story = second.snapshot.story_text

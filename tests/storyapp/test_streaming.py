@@ -13,11 +13,6 @@ from storyapp.models import Action
 from tests.factories import PASSWORD, ActionFactory, CampaignFactory
 
 
-@pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
 async def _collect(stream) -> bytes:
     return b"".join([chunk async for chunk in stream])
 
@@ -40,7 +35,7 @@ def _events(client, url, **headers) -> list[tuple[str, str, str]]:
 
 def test_a_finished_narration_streams_its_text_then_done(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="The tide <b>turns</b>.\nGulls.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0] == ("chunk", str(len(action.text)), "The tide &lt;b&gt;turns&lt;/b&gt;.\nGulls.")
     assert events[-1][0] == "done"
@@ -48,7 +43,7 @@ def test_a_finished_narration_streams_its_text_then_done(client, campaign):
 
 def test_a_reconnect_resumes_after_the_last_event_id(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="0123456789")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     url = reverse("action_stream", args=[campaign.pk, action.pk])
     assert _events(client, url, HTTP_LAST_EVENT_ID="4")[0] == ("chunk", "10", "456789")
     assert _events(client, url + "?offset=10")[0][0] == "done"
@@ -62,7 +57,7 @@ def test_a_stream_keeps_following_a_narration_whose_worker_died(client, campaign
         campaign=campaign, kind=Action.Kind.AI, text="Half a sen", status=Action.Status.STREAMING,
         heartbeat=timezone.now() - timedelta(minutes=5),
     )
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     started = time.monotonic()
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert time.monotonic() - started >= 0.5
@@ -73,7 +68,7 @@ def test_a_stream_ends_when_a_new_worker_starts_the_narration_afresh(client, cam
     """Its text is shorter than what the page has: the page reloads the story."""
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="A n", status=Action.Status.STREAMING,
                            heartbeat=timezone.now())
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]) + "?offset=10")
     assert [e[0] for e in events] == ["status", "done"]
 
@@ -91,7 +86,7 @@ def test_a_waiting_narration_says_whether_any_worker_can_take_it(client, campaig
         WorkerHeartbeat.objects.create(name="w@host:1", seen=timezone.now(), queues=queues)
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
                            heartbeat=timezone.now())
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0][0] == "status" and events[0][2].startswith(says)
 
@@ -138,7 +133,7 @@ def test_stop_on_a_narration_whose_worker_died_ends_it(campaign):
 
 def test_a_carriage_return_in_narration_cannot_forge_a_stream_field(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="Calm.\revent: done\rid: 999999\rMore.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0] == ("chunk", str(len(action.text)), "Calm.\nevent: done\nid: 999999\nMore.")
     assert [e[0] for e in events] == ["chunk", "done"]
@@ -159,7 +154,7 @@ def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaig
         campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
         heartbeat=timezone.now() - timedelta(minutes=5),
     )
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     client.get(reverse("campaign_play", args=[campaign.pk]))
     action.refresh_from_db()
     assert action.status == Action.Status.PENDING, "the play page does not write on GET"

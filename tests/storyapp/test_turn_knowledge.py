@@ -14,8 +14,7 @@ from tests.knowledge.lore import HIDDEN_KEY, SCENE, WESTHAVEN, calibrate
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def fresh_cache():
     retrieval.clear_cache()
     yield
     retrieval.clear_cache()
@@ -38,7 +37,9 @@ def campaign(alice, endpoint, model):
 
 
 @pytest.fixture
-def play(campaign, model, django_capture_on_commit_callbacks):
+def play_scripted(campaign, model, django_capture_on_commit_callbacks):
+    """`play` with the model's reply scripted; returns the narration."""
+
     def turn(text: str, reply: str = "The gulls cry over the water.") -> Action:
         model.script({"reply": reply})
         with django_capture_on_commit_callbacks(execute=True):
@@ -49,8 +50,8 @@ def play(campaign, model, django_capture_on_commit_callbacks):
     return turn
 
 
-def test_a_turn_is_shown_the_matching_passage_with_its_provenance(play, model):
-    narration = play("I follow the smugglers past the lantern wardens to the sea gate.")
+def test_a_turn_is_shown_the_matching_passage_with_its_provenance(play_scripted, model):
+    narration = play_scripted("I follow the smugglers past the lantern wardens to the sea gate.")
     knowledge = narration.snapshot.report["knowledge"]
     used = knowledge["used"][0]
     assert used["filename"] == "westhaven.md" and used["heading_path"].endswith("The harbour") and "lantern wardens" in used["text"]
@@ -61,13 +62,13 @@ def test_a_turn_is_shown_the_matching_passage_with_its_provenance(play, model):
     assert any(r["path"] == "/v1/embeddings" for r in model.requests())
 
 
-def test_off_lineage_turns_never_reach_the_query(campaign, play, model, django_capture_on_commit_callbacks):
-    play("I study the zeppelinmoor charts.", "The zeppelinmoor charts are old.")
-    play("I burn the quillfeather ledger.", "The quillfeather ledger burns.")
+def test_off_lineage_turns_never_reach_the_query(campaign, play_scripted, model, django_capture_on_commit_callbacks):
+    play_scripted("I study the zeppelinmoor charts.", "The zeppelinmoor charts are old.")
+    play_scripted("I burn the quillfeather ledger.", "The quillfeather ledger burns.")
     with django_capture_on_commit_callbacks(execute=True):
         services.turn_undo(campaign=campaign, now=timezone.now())
     model.reset()
-    narration = play("I wait on the quay.")
+    narration = play_scripted("I wait on the quay.")
     terms = narration.snapshot.report["knowledge"]["terms"]
     assert "zeppelinmoor" in terms and "quillfeather" not in terms
     [embedded] = [r for r in model.requests() if r["path"] == "/v1/embeddings"]
@@ -77,29 +78,29 @@ def test_off_lineage_turns_never_reach_the_query(campaign, play, model, django_c
     assert not any("quillfeather" in text for text in inputs.recent)
 
 
-def test_a_dead_embedding_endpoint_costs_the_semantic_half_and_the_turn_still_narrates(play, model):
+def test_a_dead_embedding_endpoint_costs_the_semantic_half_and_the_turn_still_narrates(play_scripted, model):
     model.script_embeddings({"status": 500})
-    narration = play("I follow the smugglers past the lantern wardens to the sea gate.")
+    narration = play_scripted("I follow the smugglers past the lantern wardens to the sea gate.")
     assert narration.status == Action.Status.DONE and narration.text == "The gulls cry over the water."
     knowledge = narration.snapshot.report["knowledge"]
     assert not knowledge["semantic_used"] and "unavailable" in knowledge["semantic_note"]
     assert knowledge["used"] and {p["admitted_by"] for p in knowledge["used"]} == {"lexical"}
 
 
-def test_the_inspector_still_shows_the_passage_after_its_source_is_deleted(campaign, play, client):
-    narration = play("I follow the smugglers past the lantern wardens to the sea gate.")
+def test_the_inspector_still_shows_the_passage_after_its_source_is_deleted(campaign, play_scripted, client):
+    narration = play_scripted("I follow the smugglers past the lantern wardens to the sea gate.")
     knowledge_services.source_delete(source=campaign.sources.get(original_filename="westhaven.md"))
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "Smugglers bribe" in page and "westhaven.md" in page
     assert "over the knowledge budget" not in page
 
 
-def test_the_inspector_diff_names_passages_that_entered_and_left(campaign, play, client):
-    play("I follow the smugglers past the lantern wardens to the sea gate.")
-    second = play("Quarterly invoices reconcile the procurement ledger.")
+def test_the_inspector_diff_names_passages_that_entered_and_left(campaign, play_scripted, client):
+    play_scripted("I follow the smugglers past the lantern wardens to the sea gate.")
+    second = play_scripted("Quarterly invoices reconcile the procurement ledger.")
     second_knowledge = second.snapshot.report["knowledge"]
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.get(reverse("context_inspector", args=[campaign.pk, second.pk])).content.decode()
     if not second_knowledge["used"]:
         assert "westhaven.md · passage" in page

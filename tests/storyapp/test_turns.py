@@ -13,11 +13,6 @@ from storyapp.models import Action
 from tests.factories import PASSWORD, CampaignFactory, UserFactory
 
 
-@pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
 def _story(campaign):
     campaign.refresh_from_db()
     return [a.text for a in lineage.tail(campaign.pk, campaign.head_id, 100)]
@@ -124,7 +119,7 @@ def test_stop_before_a_worker_starts_stops_at_once(campaign):
 
 def test_a_refused_turn_without_javascript_keeps_the_typed_text(client, campaign):
     services.turn_submit(campaign=campaign, text="One.", now=timezone.now())
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "My carefully typed second move."})
     assert page.status_code == 200
     body = page.content.decode()
@@ -153,7 +148,7 @@ def test_a_turn_sent_while_the_broker_is_down_is_kept_and_fails_at_once_with_ret
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
     monkeypatch.setattr(tasks.narrate_action, "delay", refuse)
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     with django_capture_on_commit_callbacks(execute=True):
         page = client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "I light the lamp."})
     assert page.status_code in (200, 302)

@@ -14,11 +14,6 @@ from storyapp.models import Action
 from tests.factories import PASSWORD, ActionFactory, CampaignFactory
 
 
-@pytest.fixture
-def campaign(alice, endpoint):
-    return CampaignFactory(owner=alice, endpoint=endpoint)
-
-
 def _kinds(campaign):
     campaign.refresh_from_db()
     return [(a.kind, a.text) for a in lineage.tail(campaign.pk, campaign.head_id, 100)]
@@ -61,7 +56,7 @@ def test_a_send_at_a_bare_action_never_stacks_a_second_one(campaign, play, model
 
 def test_undo_over_htmx_hands_the_words_back_to_the_turn_box(client, campaign, play, model):
     play("I climb the mast.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     response = client.post(reverse("turn_undo", args=[campaign.pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     assert response.headers["HX-Trigger"] == '{"turn-restored": {"text": "I climb the mast."}}'
@@ -69,7 +64,7 @@ def test_undo_over_htmx_hands_the_words_back_to_the_turn_box(client, campaign, p
 
 def test_undo_without_javascript_puts_the_words_back_in_the_box_after_the_redirect(client, campaign, play, model):
     play("I climb the mast.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     page = client.post(reverse("turn_undo", args=[campaign.pk]), follow=True).content.decode()
     assert ">I climb the mast.</textarea>" in page
     again = client.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
@@ -112,7 +107,7 @@ def test_a_stalled_model_cannot_hold_the_narration_past_stop(campaign, model):
 @pytest.mark.parametrize("query", ["?before=abc", "?before=²", "?before=" + "9" * 5000])
 def test_an_odd_earlier_page_parameter_is_refused_not_a_server_error(client, campaign, play, model, query):
     play("One.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     response = client.get(reverse("story_earlier", args=[campaign.pk]) + query)
     assert response.status_code in (400, 404)
 
@@ -121,7 +116,7 @@ def test_an_odd_earlier_page_parameter_is_refused_not_a_server_error(client, cam
                                      {"HTTP_LAST_EVENT_ID": "-3"}])
 def test_an_odd_stream_offset_is_refused_not_a_server_error(client, campaign, headers):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="Told.")
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(campaign.owner)
     url = reverse("action_stream", args=[campaign.pk, action.pk])
     query = headers.pop("QUERY_STRING", "")
     response = client.get(url + ("?" + query if query else ""), **headers)

@@ -167,8 +167,7 @@ def test_test_connection_says_plainly_what_failed(admin_client, db):
 
 def test_test_connection_is_for_admins_only(client, db):
     profile = EndpointProfileFactory()
-    UserFactory(username="carol")
-    client.login(username="carol", password=PASSWORD)
+    client.force_login(UserFactory(username="carol"))
     response = client.get(reverse("admin:storyapp_endpointprofile_test", args=[profile.pk]))
     assert response.status_code == 302 and "/login/" in response["Location"]
 
