@@ -1,6 +1,6 @@
 import pytest
 
-from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory
+from tests.factories import CampaignFactory, EndpointProfileFactory
 
 
 @pytest.fixture

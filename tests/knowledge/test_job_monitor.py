@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from knowledge.models import IndexJob, KnowledgeSource, WorkerHeartbeat
-from tests.factories import PASSWORD, IndexJobFactory, KnowledgeSourceFactory, UserFactory
+from tests.factories import IndexJobFactory, KnowledgeSourceFactory, UserFactory
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_the_monitor_filters_by_state(operator, failed_job, campaign):
 
 
 def test_queue_depth_and_worker_liveness_are_shown(operator, campaign):
-    for n in range(3):
+    for _ in range(3):
         IndexJobFactory(source=KnowledgeSourceFactory(campaign=campaign))
     page = operator.get(reverse("job_monitor")).content.decode()
     assert "<strong>3</strong> queued" in page and "No worker alive" in page

@@ -8,7 +8,7 @@ from django_htmx.middleware import HtmxDetails
 
 from knowledge import views
 from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeSource
-from tests.factories import PASSWORD, CampaignFactory, KnowledgeSourceFactory
+from tests.factories import CampaignFactory, KnowledgeSourceFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
 LORE = "# Westhaven\n\n## The Harbour\n\nTides run high."

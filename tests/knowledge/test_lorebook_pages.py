@@ -95,8 +95,6 @@ def test_the_export_is_world_info_json_with_every_entry(reader, campaign, westha
 
 
 def test_another_readers_entries_and_export_are_not_reachable(reader, campaign, westhaven, bob):
-    from tests.factories import PASSWORD
-
     entry = westhaven.entries.first()
     reader.logout()
     reader.force_login(bob)

@@ -11,6 +11,7 @@ import sys
 from datetime import timedelta
 
 import numpy as np
+import openai
 import pytest
 from django.utils import timezone
 
@@ -323,7 +324,7 @@ def test_scripted_embedding_failures_leave_chat_alone(model, endpoint):
 
     client = client_for(endpoint)
     model.script_embeddings({"status": 500})
-    with pytest.raises(Exception):
+    with pytest.raises(openai.InternalServerError):
         client.embeddings.create(model="demo-embed", input=["x"])
     assert client.embeddings.create(model="demo-embed", input=["x"]).data
     assert client.chat.completions.create(model="demo-narrator", messages=[{"role": "user", "content": "hi"}]).choices

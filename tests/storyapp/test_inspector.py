@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from storyapp import inspector, services
 from storyapp.models import ContextSnapshot
-from tests.factories import PASSWORD, CampaignFactory, story
+from tests.factories import CampaignFactory, story
 
 ORDER = [
     "narrator", "state_rule", "campaign_canon", "ai_instructions", "persona", "plot_essentials",

@@ -11,7 +11,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from knowledge.models import LoreEntry
 from storyapp.models import Action, Campaign
-from tests.factories import PASSWORD, CampaignFactory, IndexJobFactory, KnowledgeSourceFactory, story
+from tests.factories import CampaignFactory, IndexJobFactory, KnowledgeSourceFactory, story
 
 OWN_PREFIXES = ("storyapp.", "knowledge.")
 

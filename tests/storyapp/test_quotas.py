@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from storyapp.models import Action, Campaign
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from django.utils import timezone
 from storyapp import lineage, services
 from storyapp.forms import CampaignForm
 from storyapp.models import Action, Campaign
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

@@ -13,7 +13,7 @@ from storyapp import prompting, services
 from storyapp.forms import StateForm
 from storyapp.modelclient import endpoint_for
 from storyapp.models import Action
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
 OPENING = {

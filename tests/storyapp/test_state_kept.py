@@ -65,8 +65,6 @@ def test_undo_takes_the_state_back_with_the_head(campaign, play, model):
 def test_the_inspector_lists_this_turns_state_changes(client, campaign, play, model):
     from django.urls import reverse
 
-    from tests.factories import PASSWORD
-
     model.script({"reply": BLOCK})
     _, narration = play("I pay the ferryman.")
     client.force_login(campaign.owner)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from storyapp import narration, services, views
 from storyapp.models import Action
-from tests.factories import PASSWORD, ActionFactory, CampaignFactory
+from tests.factories import ActionFactory
 
 
 async def _collect(stream) -> bytes:

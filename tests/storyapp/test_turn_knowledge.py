@@ -9,7 +9,7 @@ from knowledge import retrieval
 from knowledge import services as knowledge_services
 from storyapp import prompting, services
 from storyapp.models import Action
-from tests.factories import PASSWORD, CampaignFactory
+from tests.factories import CampaignFactory
 from tests.knowledge.lore import HIDDEN_KEY, SCENE, WESTHAVEN, calibrate
 
 

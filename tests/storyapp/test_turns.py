@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from storyapp import lineage, services
 from storyapp.models import Action
-from tests.factories import PASSWORD, CampaignFactory, UserFactory
+from tests.factories import CampaignFactory, UserFactory
 
 
 def _story(campaign):

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from storyapp import lineage, narration, services
 from storyapp.models import Action
-from tests.factories import PASSWORD, ActionFactory, CampaignFactory
+from tests.factories import ActionFactory
 
 
 def _kinds(campaign):

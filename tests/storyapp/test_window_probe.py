@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from storyapp import modelclient
 from storyapp.models import EndpointProfile
-from tests.factories import PASSWORD, CampaignFactory, EndpointProfileFactory, UserFactory
+from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -257,7 +257,7 @@ class Command(BaseCommand):
             for label, profile in (("lexical", None), ("lexical + semantic", semantic)):
                 turn = itertools.count()
 
-                def one(profile=profile, turn=turn):
+                def one(profile=profile, turn=turn, queries=queries, campaign=campaign):
                     inputs, vector = queries[next(turn) % len(queries)]
                     retrieve(campaign_id=campaign.pk, query=inputs, query_vector=vector, **for_retrieval(profile))
 
