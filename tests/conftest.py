@@ -39,6 +39,9 @@ def layer_of(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        marked = [layer for layer in LAYERS if item.get_closest_marker(layer)]
+        if marked:
+            raise pytest.UsageError(f"{item.nodeid} is marked {marked}: layers are set by tests/conftest.py alone")
         item.add_marker(getattr(pytest.mark, layer_of(item)))
 
 
@@ -58,7 +61,8 @@ def fast_password_hashing(settings):
 @pytest.fixture(autouse=True)
 def celery_eager():
     """Tasks run in-process where the test commits; tests that need a real
-    worker start one (see tests/storyapp/test_worker.py)."""
+    worker start one (tests/storyapp/test_live_turns.py,
+    tests/knowledge/test_worker_kill.py)."""
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = False

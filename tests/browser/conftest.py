@@ -3,7 +3,8 @@ Playwright, against the real app (uvicorn and a Celery worker as separate
 processes, the scripted model server on loopback), at 1280 and 390 px.
 
 The servers start once for these tests and share the test database; each test
-gets a fresh browser context, logged in as alice. A failing test keeps a
+gets a fresh browser context holding alice's session (made server-side; only
+the test of the log-in form types a password). A failing test keeps a
 screenshot of its page in BROWSER_ARTIFACTS (named in the failure). Any
 console error fails the test that caused it.
 """
