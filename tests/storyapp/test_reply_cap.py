@@ -3,7 +3,7 @@
 from django.utils import timezone
 
 from storyapp import services
-from storyapp.modelclient import REPLY_CHARS_MARGIN, REPLY_CHARS_PER_TOKEN
+from endpoints.streaming import REPLY_CHARS_MARGIN, REPLY_CHARS_PER_TOKEN
 from storyapp.models import Action
 from tests.factories import CampaignFactory
 

@@ -11,7 +11,7 @@ from contextbuild.narrative import NarrativeState
 from knowledge.query import assemble
 from storyapp import prompting, services
 from storyapp.forms import StateForm
-from storyapp.modelclient import endpoint_for
+from endpoints.client import endpoint_for
 from storyapp.models import Action
 from tests.factories import PASSWORD, CampaignFactory
 
