@@ -11,7 +11,6 @@ import logging
 from contextlib import nullcontext
 
 from django.db import DatabaseError, connection, transaction
-from django.utils import timezone
 
 from contextbuild import records, summaries
 from contextbuild.tokens import count_tokens

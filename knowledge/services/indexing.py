@@ -20,9 +20,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild.tokens import encoding
-from storyapp import liveness
 from endpoints import calibration, embeddings
 from endpoints.models import EndpointProfile
+from storyapp import liveness
 from storyapp.models import Campaign
 
 from .. import hubs, lexical
