@@ -36,7 +36,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 NEUTRAL = Path(__file__).parent / "data" / "neutral_scenes.json"
-#: Vectors as stored (knowledge.embeddings.DTYPE).
+#: Vectors as stored (endpoints.embeddings.DTYPE).
 DTYPE = np.dtype("<f4")
 #: Clearing the floor against more than this share of the neutral scenes is
 #: what no passage about one subject does.

@@ -258,32 +258,9 @@ class WorkerHeartbeat(models.Model):
     #: The queues the worker consumes, comma-separated: readiness needs a
     #: live worker on each (narrations have a queue of their own).
     queues = models.CharField(max_length=200, blank=True)
-    #: The local embedding models this worker can run (knowledge.localembed),
+    #: The local embedding models this worker can run (endpoints.localembed),
     #: comma-separated: how a page, which never loads PyTorch, knows.
     local_models = models.CharField(max_length=200, blank=True)
 
     def __str__(self) -> str:
         return self.name
-
-
-class EmbeddingCalibration(models.Model):
-    """The semantic admission floor measured for one embedding model.
-
-    Written by `manage.py calibrate_embeddings`; read by retrieval, which
-    disables the semantic path for a model with no row here rather than
-    borrow another model's floor (cosine scales differ between models).
-    """
-
-    model = models.CharField(max_length=200, unique=True)
-    floor = models.FloatField()
-    # min/p10/median/p90/p95/max and the pair count of each distribution.
-    related = models.JSONField(default=dict)
-    unrelated = models.JSONField(default=dict)
-    method = models.CharField(max_length=200, blank=True)
-    measured_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["model"]
-
-    def __str__(self) -> str:
-        return f"{self.model}: floor {self.floor:.3f}"

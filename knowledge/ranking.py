@@ -273,7 +273,7 @@ def rank(
     """Admits, ranks and deduplicates `candidates` for a query of `terms`.
 
     1. Admit each on its own signals (`_admit`); with `confirm_pairs` (a
-       model that reads meaning: knowledge.calibration.confirms_pairs), a
+       model that reads meaning: endpoints.calibration.confirms_pairs), a
        lexical admission on two words needs its cosine at the floor.
     2. Score the offered among themselves (`_scored`) and order them.
     3. Suppress near-duplicates within a kind; cut to `limit`.

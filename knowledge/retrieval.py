@@ -41,9 +41,10 @@ import numpy as np
 from django.db import connection
 
 from contextbuild.records import KnowledgeCandidate, KnowledgeResult, Rejection
+from endpoints import calibration, localembed
+from endpoints.embeddings import DTYPE
 
-from . import calibration, hubs, keys, lexical, localembed, ranking, selectors, termstats
-from .embeddings import DTYPE
+from . import hubs, keys, lexical, ranking, selectors, termstats
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
 
@@ -74,7 +75,7 @@ class Retrieval:
 
 
 #: Turns the scene's text into its query vector, or returns None and why
-#: (knowledge.embeddings.for_retrieval builds one from an endpoint profile).
+#: (endpoints.embeddings.for_retrieval builds one from an endpoint profile).
 EmbedQuery = Callable[[str], tuple["np.ndarray | None", str]]
 
 

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Sum
 
+from endpoints import embeddings
 from storyapp.models import Campaign
 
-from . import calibration, embeddings, localembed
 from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry, WorkerHeartbeat
 from .services.lorebooks import USED_EXTRAS
 
@@ -119,42 +119,11 @@ def monitor_health(*, now: datetime) -> Health:
     )
 
 
-def embedding_status(profile, *, now: datetime) -> str:
-    """What a profile's semantic search runs on, in a sentence for its
-    admin page: the model (its own or the instance default), its floor, and
-    for a local model whether it can run (`local_problem`)."""
-    model = embeddings.model_of(profile)
-    if not model:
-        return "No embedding model: lore is searched by its words only."
-    origin = "" if profile.embedding_model.strip() else " (the instance default, LOREMASTER_EMBEDDING_MODEL)"
-    floor = calibration.floor_for(model)
-    calibrated = f"semantic floor {floor:.3f}" if floor is not None else (
-        f"no calibrated floor, so semantic search stays off until `manage.py calibrate_embeddings --model {model}`"
-    )
-    line = f"{model}{origin}: {calibrated}."
-    if not localembed.is_local(model):
-        return line
-    problem = local_problem(profile, now=now)
-    return f"{line} {problem or 'Computed by the workers, with no embedding server.'}"
-
-
-def local_problem(profile, *, now: datetime) -> str:
-    """Why a profile's local embedding model cannot run, or "". A page asks
-    the live workers' heartbeats (they embed, it never does); with no live
-    worker it looks at this process's own install."""
-    model = embeddings.model_of(profile)
-    if not localembed.is_local(model):
-        return ""
-    live = list(WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("local_models", flat=True))
-    if not live or model not in localembed.MODELS:
-        return localembed.missing(model)
-    if any(model in models.split(",") for models in live):
-        return ""
-    return (
-        f"The local embedding model “{model}” is chosen but not installed on any of the {len(live)} live "
-        f"workers. Install it with `{localembed.INSTALL}` in the workers' environment and restart them; "
-        "until then retrieval is lexical only."
-    )
+def worker_local_models(now: datetime) -> list[set[str]]:
+    """The local embedding models each live worker can run, from their
+    heartbeats (registered with `endpoints.status` in KnowledgeConfig.ready)."""
+    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("local_models", flat=True)
+    return [set(filter(None, models.split(","))) for models in live]
 
 
 # ------------------------------------------------- for retrieval (issue 5)

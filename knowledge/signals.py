@@ -33,7 +33,8 @@ def connect() -> None:
     from celery.signals import worker_ready, worker_shutdown
     from django.db.models.signals import post_save
 
-    from storyapp.models import Campaign, EndpointProfile
+    from endpoints.models import EndpointProfile
+    from storyapp.models import Campaign
 
     post_save.connect(_profile_saved, sender=EndpointProfile, dispatch_uid="knowledge_profile_saved")
     post_save.connect(_campaign_saved, sender=Campaign, dispatch_uid="knowledge_campaign_saved")
@@ -132,7 +133,9 @@ def _sweep() -> None:
 
 
 def _heartbeat_forever(name: str, queues: list[str]) -> None:
-    from . import localembed, services
+    from endpoints import localembed
+
+    from . import services
 
     local_models = [model for model in localembed.MODELS if not localembed.missing(model)]
     while not _stop.is_set():

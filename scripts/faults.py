@@ -100,7 +100,7 @@ SETUP = """
 import json, os
 from django.contrib.auth import get_user_model
 from storyapp import demo
-from storyapp.models import EndpointProfile
+from endpoints.models import EndpointProfile
 
 spec = json.load(open(os.environ["STACK_INPUT"]))
 common = dict(base_url=spec["model_url"], chat_model="demo-narrator", embedding_model="demo-embed",

@@ -76,7 +76,7 @@ SETUP = """
 import json, os
 from django.contrib.auth import get_user_model
 from storyapp import demo
-from storyapp.models import EndpointProfile
+from endpoints.models import EndpointProfile
 
 spec = json.load(open(os.environ["STACK_INPUT"]))
 profile = EndpointProfile.objects.create(

@@ -20,7 +20,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from .models import Campaign, EndpointProfile
+from endpoints.models import EndpointProfile
+
+from .models import Campaign
 
 DEMO_USERNAME = "reader"
 LOCAL_SERVERS = (

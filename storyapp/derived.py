@@ -27,8 +27,13 @@ from contextbuild import memories as recorded_memories
 from contextbuild import records, summaries
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
+from endpoints import window
+from endpoints.client import endpoint_for
+from endpoints.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, model_for, model_of, profile_for
+from endpoints.errors import ModelFailure
+from endpoints.streaming import stream_reply
 
-from . import lineage, liveness, modelclient
+from . import lineage, liveness
 from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 
 log = logging.getLogger(__name__)
@@ -196,14 +201,12 @@ def schedule_summaries(campaign: Campaign, *, position: Action) -> None:
     summary when enough of the lineage fell out of the window (see
     `summaries.due`); both positions are read off the tree, so an undo
     rewinds them."""
-    from .prompting import effective_budget
-
     ids = lineage.ids(campaign.pk, position.pk)
     picked = summaries.chain(stored_summaries(campaign.pk), ids)
-    profile = modelclient.endpoint_for(campaign)
+    profile = endpoint_for(campaign)
     if profile is None:
         return
-    budget = effective_budget(profile, campaign)
+    budget = window.effective_budget(profile)
     merge = summaries.merge_plan(picked, limit_tokens=int(budget * summaries.CHAIN_SHARE))
     if merge:
         _enqueue(_job(campaign.pk, DerivedJob.Kind.SUMMARY, anchor_id=merge[-1].covers_through,
@@ -276,7 +279,7 @@ def run(job_id: int, *, final_attempt: bool) -> None:
                 _summarize(job)
             else:
                 _merge(job)
-    except (modelclient.ModelFailure, _Unusable) as exc:
+    except (ModelFailure, _Unusable) as exc:
         _failed(job, str(exc), final=final_attempt)
     except Exception as exc:
         log.exception("Derived job %s failed", job.pk)
@@ -310,27 +313,25 @@ def _still_mine(job: DerivedJob) -> bool:
     return locked is not None and not Summary.objects.filter(job_id=job.pk).exists()
 
 
-def _reply_tokens(profile, campaign: Campaign) -> int:
-    from .prompting import effective_budget
-
-    return max(SUMMARY_REPLY_MIN, min(SUMMARY_REPLY_TOKENS, effective_budget(profile, campaign) // 10))
+def _reply_tokens(profile) -> int:
+    return max(SUMMARY_REPLY_MIN, min(SUMMARY_REPLY_TOKENS, window.effective_budget(profile) // 10))
 
 
-def _ask(profile, campaign: Campaign, messages: tuple[dict, ...]) -> str:
+def _ask(profile, messages: tuple[dict, ...]) -> str:
     """The model's whole reply to a summary request."""
     prompt_text = ""
     if profile.api_mode == profile.ApiMode.COMPLETIONS:
         prompt_text = "\n\n".join(m["content"] for m in messages) + "\n\nSummary:"
     return "".join(
-        modelclient.stream_reply(
+        stream_reply(
             profile, messages=list(messages), prompt_text=prompt_text,
-            temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile, campaign),
+            temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
         )
     )
 
 
 def _profile(job: DerivedJob):
-    profile = modelclient.endpoint_for(job.campaign)
+    profile = endpoint_for(job.campaign)
     if profile is None:
         raise _Unusable("No model endpoint is configured for this campaign, so nothing can be summarized.")
     return profile
@@ -346,13 +347,11 @@ def _stretch(job: DerivedJob) -> list[Action]:
     return [a for a in actions if in_story(a)]
 
 
-def _capacity(profile, campaign: Campaign) -> int:
+def _capacity(profile) -> int:
     """Tokens a summary request may take: the turn's budget, minus the reply,
     priced as the prompt builder prices ours against the server's."""
-    from .prompting import effective_budget
-
-    budget = effective_budget(profile, campaign)
-    return int((budget - _reply_tokens(profile, campaign)) / token_scale(profile.token_ratio))
+    budget = window.effective_budget(profile)
+    return int((budget - _reply_tokens(profile)) / token_scale(profile.token_ratio))
 
 
 def _summarize(job: DerivedJob) -> None:
@@ -364,9 +363,9 @@ def _summarize(job: DerivedJob) -> None:
     protagonist = job.campaign.persona_name
     request = summaries.summary_request(
         [records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count) for a in stretch],
-        protagonist=protagonist, capacity=_capacity(profile, job.campaign), count=count_tokens,
+        protagonist=protagonist, capacity=_capacity(profile), count=count_tokens,
     )
-    reply = summaries.parse_reply(_ask(profile, job.campaign, request.messages))
+    reply = summaries.parse_reply(_ask(profile, request.messages))
     if not reply.text:
         raise _Unusable("The model returned an empty summary.")
     through = request.covered[-1].id
@@ -411,7 +410,7 @@ def _merge(job: DerivedJob) -> None:
         _done(job, "The parts to merge changed; nothing was merged.")
         return
     reply = summaries.parse_reply(
-        _ask(profile, job.campaign, summaries.merge_request(parts, protagonist=job.campaign.persona_name))
+        _ask(profile, summaries.merge_request(parts, protagonist=job.campaign.persona_name))
     )
     if not reply.text:
         raise _Unusable("The model returned an empty summary.")
@@ -455,8 +454,6 @@ def _remember(job: DerivedJob) -> None:
 def _embed_or_note(job: DerivedJob, memories) -> None:
     """Embeds the new memories when the campaign has an embedding model. A
     failure leaves them to lexical recall and says so on the job."""
-    from knowledge.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, model_of, profile_for
-
     memories = [m for m in memories if m.pk]
     profile = profile_for(job.campaign)
     if profile is None or not memories:
@@ -482,8 +479,6 @@ def memories_refresh(*, campaign_ids) -> list[int]:
     came from a model other than its current one; returns their ids. Recall
     reads only vectors of the current model, so until then the others are
     recalled by their words."""
-    from knowledge.embeddings import model_for
-
     queued = []
     for campaign in Campaign.objects.filter(pk__in=list(campaign_ids)).select_related("endpoint"):
         model = model_for(campaign)
@@ -500,8 +495,6 @@ def memories_reembed(campaign_id: int) -> int:
     time; returns how many. Idempotent: only a memory still carrying another
     model's vector (or none) is written, so a second delivery does nothing.
     An endpoint failure propagates for the task to retry."""
-    from knowledge.embeddings import embed, model_of, profile_for
-
     campaign = Campaign.objects.filter(pk=campaign_id).select_related("endpoint").first()
     profile = profile_for(campaign) if campaign is not None else None
     model = model_of(profile)

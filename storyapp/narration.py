@@ -23,10 +23,15 @@ from contextbuild import ContextOverflow, build_context
 from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
+from endpoints import window
+from endpoints.client import endpoint_for
+from endpoints.errors import ContextOverflowAtServer, ModelFailure
+from endpoints.models import EndpointProfile
+from endpoints.probing import count_on_server
+from endpoints.streaming import Meter, stream_reply
 
-from . import derived, liveness, modelclient, prompting, stateblock
-from .modelclient import ContextOverflowAtServer, Meter, ModelFailure, stream_reply
-from .models import Action, ContextSnapshot, EndpointProfile
+from . import derived, liveness, prompting, stateblock
+from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -143,18 +148,18 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
 
 def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     campaign = action.campaign
-    profile = modelclient.endpoint_for(campaign)
+    profile = endpoint_for(campaign)
     if profile is None:
         _fail(action, "No model endpoint is configured for this campaign. Pick one in the campaign's settings.")
         return
-    prompting.probed(profile)
+    window.probed(profile)
     inputs = prompting.turn_inputs(campaign, profile, position=action.parent)
     try:
         built = build_context(inputs)
     except ContextOverflow as exc:
         # The message may advise loading the model with a larger window; the
         # window is asked again before the next turn, so Retry then fits.
-        prompting.forget_probe(profile)
+        window.forget_probe(profile)
         _fail(action, str(exc))
         return
 
@@ -179,11 +184,11 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
                 break
     except ContextOverflowAtServer as exc:
         failure = str(exc)
-        prompting.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
-        prompting.forget_probe(profile)
+        window.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
+        window.forget_probe(profile)
     except ModelFailure as exc:
         failure = str(exc)
-        prompting.forget_probe(profile)
+        window.forget_probe(profile)
     if failure is None:
         _measure(profile, built, meter)
     _finish(action, raw, built, stopped=stopped, failure=failure)
@@ -198,7 +203,7 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
     servers, source = meter.prompt_tokens, "usage"
     if not servers:
         text = built.prompt_text or "\n".join(m["content"] for m in built.messages)
-        servers, source = modelclient.count_on_server(profile, text), "tokenizer"
+        servers, source = count_on_server(profile, text), "tokenizer"
         ours = count_tokens(text)
     else:
         ours = tokens["total"]
@@ -206,7 +211,7 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
         return
     tokens["server_prompt_tokens"] = servers
     tokens["server_count_source"] = source
-    tokens["ratio"] = prompting.record_token_ratio(profile, ours=ours, servers=servers)
+    tokens["ratio"] = window.record_token_ratio(profile, ours=ours, servers=servers)
 
 
 def _beat(action_id: int, clock: Callable[[], datetime]) -> None:

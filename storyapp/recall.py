@@ -15,7 +15,7 @@ import numpy as np
 
 from contextbuild import records
 from contextbuild.memories import MAX_CHARS
-from knowledge.embeddings import from_bytes
+from endpoints.embeddings import from_bytes
 from knowledge.query import Query, matched_terms, weigh_terms
 from knowledge.ranking import Candidate, cosine, rank
 

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "endpoints",
     "storyapp",
     "knowledge",
 ]
@@ -264,7 +265,7 @@ else:
     }
 
 # ---------------------------------------------------------------- Loremaster
-# Fernet keys for API keys at rest (storyapp/secrets_at_rest.py). New values
+# Fernet keys for API keys at rest (endpoints/secrets_at_rest.py). New values
 # are written with LOREMASTER_ENCRYPTION_KEY; values written with any of
 # LOREMASTER_ENCRYPTION_OLD_KEYS, or with the key derived from SECRET_KEY
 # (the default when no key is set, so a laptop run needs nothing), still

@@ -1,22 +1,15 @@
 from celery import shared_task
 
-from . import derived, narration, prompting
-from .models import DerivedJob, EndpointProfile
+from endpoints.embeddings import EmbeddingUnavailable
+
+from . import derived, narration
+from .models import DerivedJob
 
 
 @shared_task(ignore_result=True)
 def narrate_action(action_id: int) -> None:
     """Thin wrapper: the claim inside `narrate` makes a second copy (the sweep's re-send) harmless."""
     narration.narrate(action_id)
-
-
-@shared_task(ignore_result=True)
-def probe_endpoint(profile_id: int) -> None:
-    """Asks a saved profile's server what it accepts, so the first turn
-    need not; a profile deleted meanwhile is nothing to probe."""
-    profile = EndpointProfile.objects.filter(pk=profile_id).first()
-    if profile is not None:
-        prompting.probed(profile)
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=DerivedJob.MAX_ATTEMPTS - 1)
@@ -34,8 +27,6 @@ def derive(self, job_id: int) -> None:
 def reembed_memories(self, campaign_id: int) -> None:
     """Thin wrapper: `memories_reembed` writes only what is still stale, so
     a retry or a second delivery picks up where the first stopped."""
-    from knowledge.embeddings import EmbeddingUnavailable
-
     try:
         derived.memories_reembed(campaign_id)
     except EmbeddingUnavailable as exc:

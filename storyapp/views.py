@@ -25,6 +25,8 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
+from endpoints.client import endpoint_for
+
 from . import bundle, cards, health, inspector, lineage, quotas, selectors, services, storyexport
 from .access import action_for, campaign_for
 from .forms import (
@@ -36,7 +38,6 @@ from .forms import (
     StateForm,
     TurnForm,
 )
-from .modelclient import endpoint_for
 from .models import Action, Campaign, ContextSnapshot
 
 STORY_PAGE = 60
@@ -610,7 +611,7 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
 @login_required
 def connect_model(request: HttpRequest) -> HttpResponse:
     """How to connect a real model; linked from every scripted demo narration."""
-    return render(request, "storyapp/connect_model.html", {"admin_url": reverse("admin:storyapp_endpointprofile_changelist")})
+    return render(request, "storyapp/connect_model.html", {"admin_url": reverse("admin:endpoints_endpointprofile_changelist")})
 
 
 @require_GET

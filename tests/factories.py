@@ -2,7 +2,8 @@ import factory
 from django.contrib.auth import get_user_model
 
 from contextbuild.tokens import count_tokens
-from storyapp.models import Action, Campaign, EndpointProfile, Memory
+from endpoints.models import EndpointProfile
+from storyapp.models import Action, Campaign, Memory
 
 PASSWORD = "correct horse battery staple"
 

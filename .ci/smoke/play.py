@@ -126,14 +126,14 @@ class Reader:
 
     def add_endpoint(self, model_url: str) -> None:
         """Through the admin, as an operator would: every field as the form offers it, but these."""
-        page = self.request("GET", "/admin/storyapp/endpointprofile/add/").text
+        page = self.request("GET", "/admin/endpoints/endpointprofile/add/").text
         fields = FormFields.of(page, "base_url")
         fields.update(name="Smoke model", base_url=model_url, chat_model="demo-narrator",
                       embedding_model="demo-embed", is_default="on")
         fields.pop("csrfmiddlewaretoken", None)
         fields.pop("_addanother", None)
         fields.pop("_continue", None)
-        self.post_form("/admin/storyapp/endpointprofile/add/", fields)
+        self.post_form("/admin/endpoints/endpointprofile/add/", fields)
 
     def create_campaign(self) -> int:
         page = self.request("GET", "/campaigns/new/").text

@@ -20,10 +20,12 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild.tokens import encoding
+from endpoints import calibration, embeddings
+from endpoints.models import EndpointProfile
 from storyapp import liveness
-from storyapp.models import Campaign, EndpointProfile
+from storyapp.models import Campaign
 
-from .. import calibration, embeddings, hubs, lexical
+from .. import hubs, lexical
 from ..chunking import chunk_entries, chunk_text
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .jobs import _enqueue, _job_for, _source_after_stop

@@ -4,7 +4,7 @@ from pathlib import Path
 import contextbuild
 
 FORBIDDEN = {
-    "django", "storyapp", "knowledge", "celery", "openai",
+    "django", "endpoints", "storyapp", "knowledge", "celery", "openai",
     "datetime", "time", "socket", "requests", "httpx", "urllib",
 }
 PACKAGE = Path(contextbuild.__file__).parent

@@ -5,8 +5,8 @@ admitted against what the scene's author expected."""
 import json
 from pathlib import Path
 
+from endpoints.embeddings import for_retrieval
 from knowledge import retrieval, services
-from knowledge.embeddings import for_retrieval
 from storyapp import bundle, prompting
 from storyapp.models import Action
 from storyapp.services import current_state

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from knowledge import localembed
-from knowledge.embeddings import for_retrieval
+from endpoints import localembed
+from endpoints.embeddings import for_retrieval
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
 from knowledge.services import worker_heartbeat
@@ -66,7 +66,7 @@ def test_the_profile_page_says_the_workers_cannot_run_it(client, local_campaign)
     worker_heartbeat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[])
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     profile = local_campaign.endpoint
-    page = client.get(reverse("admin:storyapp_endpointprofile_change", args=[profile.pk])).content.decode()
+    page = client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
     assert "not installed on any of the 1 live workers" in page
     assert "requirements-local.txt" in page
 
@@ -75,12 +75,12 @@ def test_the_profile_page_says_so_when_a_worker_can(client, local_campaign):
     worker_heartbeat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[localembed.MINILM])
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     profile = local_campaign.endpoint
-    page = client.get(reverse("admin:storyapp_endpointprofile_change", args=[profile.pk])).content.decode()
+    page = client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
     assert "Computed by the workers" in page and "semantic floor 0.392" in page
 
 
 def test_the_instance_default_applies_to_a_profile_that_names_no_model(settings, alice, model):
-    from knowledge.embeddings import model_for
+    from endpoints.embeddings import model_for
 
     settings.LOREMASTER_EMBEDDING_MODEL = localembed.MINILM
     campaign = CampaignFactory(owner=alice, endpoint=EndpointProfileFactory(base_url=model.base_url, embedding_model=""))

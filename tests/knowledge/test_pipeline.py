@@ -15,10 +15,11 @@ import openai
 import pytest
 from django.utils import timezone
 
-from knowledge import embeddings, lexical, retrieval, services, tasks
-from knowledge.embeddings import for_retrieval
+from endpoints import embeddings
+from endpoints.embeddings import for_retrieval
+from endpoints.models import EmbeddingCalibration
+from knowledge import lexical, retrieval, services, tasks
 from knowledge.models import (
-    EmbeddingCalibration,
     IndexJob,
     KnowledgeChunk,
     KnowledgeEmbedding,
@@ -320,7 +321,7 @@ def test_index_now_indexes_in_process_without_a_worker(campaign):
 
 def test_scripted_embedding_failures_leave_chat_alone(model, endpoint):
     """The demo server's embedding script is separate from its chat script."""
-    from storyapp.modelclient import client_for
+    from endpoints.client import client_for
 
     client = client_for(endpoint)
     model.script_embeddings({"status": 500})

@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from endpoints.embeddings import for_retrieval
 from knowledge import retrieval, services
-from knowledge.embeddings import for_retrieval
 from knowledge.query import QueryInputs
 from knowledge.retrieval import library_for, retrieve
 from tests.factories import CampaignFactory

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import localembed, retrieval
+from endpoints import localembed
+from knowledge import retrieval
 
 HERE = Path(__file__).parent
 

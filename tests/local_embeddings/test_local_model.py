@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge import calibration, localembed
-from knowledge.embeddings import for_retrieval
+from endpoints import calibration, localembed
+from endpoints.embeddings import for_retrieval
 from knowledge.models import KnowledgeEmbedding
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from knowledge import localembed
+from endpoints import localembed
 from tests.factories import EndpointProfileFactory
 from tests.knowledge.scenes import admitted, check
 

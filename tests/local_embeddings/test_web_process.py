@@ -1,5 +1,5 @@
 """The web process never loads PyTorch, with the local model chosen and
-installed: its pages only ask whether it is installed (knowledge.localembed)."""
+installed: its pages only ask whether it is installed (endpoints.localembed)."""
 
 import subprocess
 import sys
@@ -14,7 +14,8 @@ call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
-from storyapp.models import Campaign, EndpointProfile
+from endpoints.models import EndpointProfile
+from storyapp.models import Campaign
 admin = get_user_model().objects.create(username="root", is_staff=True, is_superuser=True)
 profile = EndpointProfile.objects.create(name="local", base_url="http://127.0.0.1:9/v1", chat_model="m",
                                          embedding_model="local:all-MiniLM-L6-v2", is_default=True)
@@ -22,7 +23,7 @@ campaign = Campaign.objects.create(owner=admin, title="Web", endpoint=profile)
 client = Client(HTTP_HOST="127.0.0.1")
 client.force_login(admin)
 pages = [
-    reverse("admin:storyapp_endpointprofile_change", args=[profile.pk]),
+    reverse("admin:endpoints_endpointprofile_change", args=[profile.pk]),
     reverse("campaign_play", kwargs={"pk": campaign.pk}),
     reverse("library", kwargs={"pk": campaign.pk}),
 ]

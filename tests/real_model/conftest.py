@@ -28,9 +28,10 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from endpoints.models import EndpointProfile
 from storyapp import services
 from storyapp.celery import app as celery_app
-from storyapp.models import Action, Campaign, EndpointProfile
+from storyapp.models import Action, Campaign
 from tests import live
 from tests.factories import CampaignFactory
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge import embeddings
-from knowledge.models import EmbeddingCalibration
+from endpoints import embeddings
+from endpoints.models import EmbeddingCalibration
 
 from .conftest import EMBEDDING_MODEL, HIDDEN_SIZE, profile_for
 

@@ -5,9 +5,9 @@ from io import StringIO
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from knowledge.models import EmbeddingCalibration
+from endpoints.models import EmbeddingCalibration, EndpointProfile
 from storyapp import demo
-from storyapp.models import Campaign, EndpointProfile
+from storyapp.models import Campaign
 from tests.live import free_port
 
 

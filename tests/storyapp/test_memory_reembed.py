@@ -2,7 +2,7 @@
 the background, a batch at a time; recall reads only the current model's
 vectors, so until then the old ones are recalled by their words."""
 
-from knowledge.embeddings import from_bytes
+from endpoints.embeddings import from_bytes
 from storyapp import derived
 from storyapp.models import Memory
 from tests.factories import CampaignFactory, EndpointProfileFactory, MemoryFactory

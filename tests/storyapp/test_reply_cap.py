@@ -2,8 +2,8 @@
 
 from django.utils import timezone
 
+from endpoints.streaming import REPLY_CHARS_MARGIN, REPLY_CHARS_PER_TOKEN
 from storyapp import services
-from storyapp.modelclient import REPLY_CHARS_MARGIN, REPLY_CHARS_PER_TOKEN
 from storyapp.models import Action
 from tests.factories import CampaignFactory
 

@@ -8,10 +8,10 @@ from django.utils import timezone
 
 from contextbuild import build_context
 from contextbuild.narrative import NarrativeState
+from endpoints.client import endpoint_for
 from knowledge.query import assemble
 from storyapp import prompting, services
 from storyapp.forms import StateForm
-from storyapp.modelclient import endpoint_for
 from storyapp.models import Action
 from tests.factories import CampaignFactory
 

@@ -26,11 +26,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from endpoints.models import EndpointProfile
 from knowledge import services
 from knowledge.chunking import chunk_text
 from knowledge.models import KnowledgeSource
 from storyapp.demomodel import DemoModelServer
-from storyapp.models import Campaign, EndpointProfile
+from storyapp.models import Campaign
 
 _SYLLABLES = "ka lo ri wen tha mar el dor ys ae bri gan hol vess tor un quel sar im ost".split()
 _COMMON = ("the of and to in a is that it was for on with as his her at by from they this had "

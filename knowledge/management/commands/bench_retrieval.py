@@ -32,18 +32,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from contextbuild import inject
+from endpoints.embeddings import for_retrieval
+from endpoints.models import EmbeddingCalibration, EndpointProfile
 from knowledge import lexical
 from knowledge.benchdata import SyntheticLibrary
-from knowledge.embeddings import for_retrieval
-from knowledge.models import (
-    EmbeddingCalibration,
-    KnowledgeChunk,
-    KnowledgeEmbedding,
-    KnowledgeSource,
-)
+from knowledge.models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from knowledge.query import QueryInputs
 from knowledge.retrieval import clear_cache, retrieve
-from storyapp.models import Campaign, EndpointProfile
+from storyapp.models import Campaign
 
 BUDGET = 8192
 

@@ -2,9 +2,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.embeddings import for_retrieval
+from endpoints.client import endpoint_for
+from endpoints.embeddings import for_retrieval
 from knowledge.retrieval import explain
-from storyapp import modelclient, prompting
+from storyapp import prompting
 from storyapp.models import Action, Campaign
 from storyapp.services import current_state
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
         found = Campaign.objects.filter(pk=campaign).first()
         if found is None:
             raise CommandError(f"No campaign with id {campaign}.")
-        profile = modelclient.endpoint_for(found)
+        profile = endpoint_for(found)
         head = Action.objects.filter(pk=found.head_id).first()
         inputs = prompting.query_inputs(
             found, position=head, state=current_state(found, head), player_text=player_text

@@ -51,17 +51,18 @@ from django.utils import timezone
 
 from contextbuild import build_context
 from contextbuild.tokens import count_tokens, encoding
-from knowledge import localembed
+from endpoints import localembed
+from endpoints.embeddings import for_retrieval
+from endpoints.models import EmbeddingCalibration, EndpointProfile
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary
-from knowledge.embeddings import for_retrieval
 from knowledge.management.commands.bench_import import generated_markdown
-from knowledge.models import EmbeddingCalibration, KnowledgeSource
+from knowledge.models import KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp import prompting
 from storyapp.celery import app as celery_app
 from storyapp.demomodel import DemoModelServer
-from storyapp.models import Action, Campaign, DerivedJob, EndpointProfile, Memory, Summary
+from storyapp.models import Action, Campaign, DerivedJob, Memory, Summary
 
 PARAGRAPH = (
     "The rain came sideways off the harbour, and the lanterns along the quay swung on their hooks. "

@@ -3,7 +3,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from contextbuild import ContextOverflow, build_context
-from storyapp import lineage, modelclient, prompting
+from endpoints.client import endpoint_for
+from storyapp import lineage, prompting
 from storyapp.models import Action, Campaign, ContextSnapshot
 from storyapp.selectors import PREVIOUS_LOOKBACK
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         found = Campaign.objects.filter(pk=campaign).first()
         if found is None:
             raise CommandError(f"No campaign with id {campaign}.")
-        profile = modelclient.endpoint_for(found)
+        profile = endpoint_for(found)
         if profile is None:
             raise CommandError("The campaign has no endpoint profile and there is no default one.")
         if budget is not None and budget <= 0:

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.urls import reverse
 
-from storyapp import modelclient
-from storyapp.models import EndpointProfile
+from endpoints import probing
+from endpoints.models import EndpointProfile
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 
@@ -80,25 +80,25 @@ def overflow(body):
 )
 def test_each_kind_of_server_is_asked_its_own_way(db, server, routes, tokens, source):
     server.routes = routes
-    found = modelclient.probe_window(profile_at(server))
+    found = probing.probe_window(profile_at(server))
     assert found.verified and found.tokens == tokens
     assert found.source.startswith(source)
 
 
 def test_llama_cpp_python_is_asked_for_one_token_more_than_the_budget(db, server):
     server.routes = {("POST", "/extras/tokenize/count"): (200, {"count": 64}), ("POST", "/v1/completions"): (400, overflow)}
-    modelclient.probe_window(profile_at(server, context_token_budget=3000))
+    probing.probe_window(profile_at(server, context_token_budget=3000))
     [(_, _, sent)] = [s for s in server.seen if s[1] == "/v1/completions"]
     assert sent["max_tokens"] == 1 and len(sent["prompt"].split()) >= 3001
 
 
 def test_a_server_that_says_nothing_is_not_verified(db, server):
-    found = modelclient.probe_window(profile_at(server))
+    found = probing.probe_window(profile_at(server))
     assert not found.verified and "not verified" in found.detail
 
 
 def test_a_dead_server_is_unreachable_not_verified(db):
-    found = modelclient.probe_window(EndpointProfileFactory(base_url="http://127.0.0.1:9/v1"))
+    found = probing.probe_window(EndpointProfileFactory(base_url="http://127.0.0.1:9/v1"))
     assert not found.verified and found.source == "unreachable"
 
 
@@ -138,7 +138,7 @@ def test_a_failed_turn_makes_the_next_one_ask_the_server_again(campaign_with_tur
 def test_saving_a_profile_in_the_admin_asks_its_server(admin_client, model, django_capture_on_commit_callbacks):
     model.n_ctx = 4096
     profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=8192)
-    change = reverse("admin:storyapp_endpointprofile_change", args=[profile.pk])
+    change = reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])
     form = admin_client.get(change).context["adminform"].form
     data = {k: v for k, v in form.initial.items() if v is not None and k in form.fields}
     data.update(api_key="", is_default="", is_scripted_demo="")
@@ -153,7 +153,7 @@ def test_saving_a_profile_in_the_admin_asks_its_server(admin_client, model, djan
 def test_test_connection_lists_models_window_and_embedding_width(admin_client, model):
     model.n_ctx = 4096
     profile = EndpointProfileFactory(base_url=model.base_url, embedding_model="demo-embed")
-    page = admin_client.get(reverse("admin:storyapp_endpointprofile_test", args=[profile.pk])).content.decode()
+    page = admin_client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
     assert "<code>demo-narrator</code>" in page
     assert "4096 tokens, from llama.cpp /props" in page
     assert "Working: vectors of" in page
@@ -161,14 +161,14 @@ def test_test_connection_lists_models_window_and_embedding_width(admin_client, m
 
 def test_test_connection_says_plainly_what_failed(admin_client, db):
     profile = EndpointProfileFactory(base_url="http://127.0.0.1:9/v1")
-    page = admin_client.get(reverse("admin:storyapp_endpointprofile_test", args=[profile.pk])).content.decode()
+    page = admin_client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
     assert "Failed." in page and "Could not reach" in page
 
 
 def test_test_connection_is_for_admins_only(client, db):
     profile = EndpointProfileFactory()
     client.force_login(UserFactory(username="carol"))
-    response = client.get(reverse("admin:storyapp_endpointprofile_test", args=[profile.pk]))
+    response = client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk]))
     assert response.status_code == 302 and "/login/" in response["Location"]
 
 

@@ -1,9 +1,9 @@
 """HTTP transports that check the address they connect to (the SSRF guard's second half).
 
-`endpoints.validate_base_url` checks the URL's host name; what the name
+`allowlist.validate_base_url` checks the URL's host name; what the name
 resolves to is only known when the connection is made, and may change
 between two look-ups (DNS rebinding). So the transports here resolve the name
-once, judge every address it gave with `endpoints.address_allowed`, and then
+once, judge every address it gave with `allowlist.address_allowed`, and then
 connect to exactly those addresses, never to the name, so no second look-up
 can swap in another. TLS still runs on the name: httpcore hands the name to
 `start_tls` as the SNI and the name the certificate must match, whatever
@@ -27,7 +27,7 @@ import httpx
 import httpx2
 import openai
 
-from . import endpoints
+from . import allowlist
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ class GuardedBackend:
         except OSError as exc:  # as httpcore's own backend: no such name is a connect error
             raise self._connect_error(str(exc)) from exc
         addresses = list(dict.fromkeys(str(sockaddr[0]) for *_, sockaddr in answers))
-        entries = endpoints.allowlist()
-        refused = [a for a in addresses if not endpoints.address_allowed(host, port, a, entries)]
-        if refused or not addresses or not endpoints.host_allowed(host, port, entries):
+        entries = allowlist.allowlist()
+        refused = [a for a in addresses if not allowlist.address_allowed(host, port, a, entries)]
+        if refused or not addresses or not allowlist.host_allowed(host, port, entries):
             log.warning(
                 "Refused to connect to %s port %s: it resolved to %s, and the endpoint allowlist does not allow %s. "
                 "List the address or its range in LOREMASTER_ENDPOINT_ALLOWLIST if it is meant to be reached.",

@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from storyapp.endpoints import address_allowed, parse_entry, validate_base_url
+from endpoints.allowlist import address_allowed, parse_entry, validate_base_url
 
 DEFAULT = ["127.0.0.1", "localhost", "[::1]", "api.openai.com"]
 

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from storyapp import secrets_at_rest
-from storyapp.models import EndpointProfile
+from endpoints import secrets_at_rest
+from endpoints.models import EndpointProfile
 
 
 class Command(BaseCommand):

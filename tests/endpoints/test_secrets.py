@@ -10,7 +10,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
 
-from storyapp import secrets_at_rest
+from endpoints import secrets_at_rest
 from tests.factories import EndpointProfileFactory
 
 ROOT = Path(__file__).resolve().parents[2]

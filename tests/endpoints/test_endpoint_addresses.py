@@ -22,8 +22,12 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from knowledge.embeddings import EmbeddingUnavailable, embed
-from storyapp import modelclient, services
+from endpoints.client import close_clients
+from endpoints.embeddings import EmbeddingUnavailable, embed
+from endpoints.errors import ModelFailure
+from endpoints.probing import count_on_server, probe_window
+from endpoints.streaming import stream_reply
+from storyapp import services
 from storyapp.models import Action
 from tests.factories import CampaignFactory, EndpointProfileFactory
 
@@ -82,9 +86,9 @@ def tripwire(monkeypatch):
 @pytest.fixture(autouse=True)
 def fresh_clients():
     """Every test starts without pooled connections, so each request connects."""
-    modelclient.close_clients()
+    close_clients()
     yield
-    modelclient.close_clients()
+    close_clients()
 
 
 def _profile(model, host="llm.example.test", **fields):
@@ -105,7 +109,7 @@ def _chat(model):
 
 def _reply(profile) -> str:
     return "".join(
-        modelclient.stream_reply(profile, messages=[{"role": "user", "content": "Go on."}], temperature=0.5, max_tokens=50)
+        stream_reply(profile, messages=[{"role": "user", "content": "Go on."}], temperature=0.5, max_tokens=50)
     )
 
 
@@ -175,7 +179,7 @@ def test_a_cidr_entry_lets_names_and_addresses_reach_what_it_holds(model, dns, t
         assert _reply(literal).startswith("The bell rings.")
         assert len(_chat(model)) == 2
     else:
-        with pytest.raises(modelclient.ModelFailure) as failure:
+        with pytest.raises(ModelFailure) as failure:
             _reply(named)
         _assert_hidden(str(failure.value), named, "127.0.0.1")
         with pytest.raises(ValidationError, match="not on this server's endpoint allowlist"):
@@ -196,11 +200,11 @@ def test_localhost_still_reaches_the_local_server_and_only_loopback(
     # `localhost` may reach loopback; another listed name may not, and
     # `localhost` itself may reach nothing else.
     dns["llm.example.test"] = [["127.0.0.1"]]
-    with pytest.raises(modelclient.ModelFailure, match=REFUSED):
+    with pytest.raises(ModelFailure, match=REFUSED):
         _reply(_profile(model))
-    modelclient.close_clients()
+    close_clients()
     dns["localhost"] = [["10.0.0.5"]]
-    with pytest.raises(modelclient.ModelFailure, match=REFUSED):
+    with pytest.raises(ModelFailure, match=REFUSED):
         _reply(local)
     assert "10.0.0.5" not in tripwire
 
@@ -219,8 +223,8 @@ def test_a_rebound_name_is_connected_at_the_checked_address_and_checked_again_ne
     assert dns.asked == ["llm.example.test"], "one look-up for the connection"
     assert tripwire == ["127.0.0.1"]
 
-    modelclient.close_clients()  # the next request needs a new connection, as after a keep-alive expires
-    with pytest.raises(modelclient.ModelFailure) as failure:
+    close_clients()  # the next request needs a new connection, as after a keep-alive expires
+    with pytest.raises(ModelFailure) as failure:
         _reply(profile)
     _assert_hidden(str(failure.value), profile, "10.0.0.5")
     assert tripwire == ["127.0.0.1"], "nothing connected to the rebound address"
@@ -233,7 +237,7 @@ def test_a_mixed_answer_is_refused_whole(model, dns, tripwire, settings, db):
     the next would reach the internal one."""
     settings.ENDPOINT_ALLOWLIST = ["*.example.test", "127.0.0.1"]
     dns["llm.example.test"] = [["127.0.0.1", "169.254.169.254"]]
-    with pytest.raises(modelclient.ModelFailure, match=REFUSED):
+    with pytest.raises(ModelFailure, match=REFUSED):
         _reply(_profile(model))
     assert tripwire == [] and model.requests() == []
 
@@ -242,10 +246,10 @@ def test_the_operators_log_names_the_address_the_reader_never_sees_it(model, dns
     settings.ENDPOINT_ALLOWLIST = ["*.example.test"]
     dns["meta.example.test"] = [["169.254.169.254"]]
     profile = _profile(model, host="meta.example.test")
-    with caplog.at_level(logging.WARNING, logger="storyapp.netguard"), pytest.raises(modelclient.ModelFailure) as failure:
+    with caplog.at_level(logging.WARNING, logger="endpoints.netguard"), pytest.raises(ModelFailure) as failure:
         _reply(profile)
     _assert_hidden(str(failure.value), profile, "169.254.169.254")
-    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "storyapp.netguard")
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "endpoints.netguard")
     assert "meta.example.test" in logged and "169.254.169.254" in logged
 
 
@@ -256,9 +260,9 @@ def test_embeddings_and_probes_go_through_the_same_check(model, dns, tripwire, s
     with pytest.raises(EmbeddingUnavailable) as failure:
         list(embed(profile, ["The lighthouse."]))
     _assert_hidden(str(failure.value), profile, "10.0.0.5")
-    window = modelclient.probe_window(profile)
+    window = probe_window(profile)
     assert window.source == "unreachable"
-    assert modelclient.count_on_server(profile, "The lighthouse.") is None
+    assert count_on_server(profile, "The lighthouse.") is None
     assert tripwire == [] and model.requests() == []
 
 
@@ -323,7 +327,7 @@ def tls_server(tmp_path):
 def test_https_checks_the_certificate_against_the_name_not_the_address(dns, tripwire, settings, tls_server, stack):
     import httpx2
 
-    from storyapp import netguard
+    from endpoints import netguard
 
     port, trusting, server_names = tls_server
     settings.ENDPOINT_ALLOWLIST = ["*.example.test", "127.0.0.1"]

@@ -3,9 +3,9 @@
 Cosine scales differ between embedding models: one model's "unrelated" can be
 another's "related". So retrieval admits a passage semantically only against
 a floor measured for exactly the model in use, and a model with no floor has
-its semantic path disabled (knowledge/retrieval.py).
+its semantic path disabled (knowledge/retrieval.py, which asks `floor_for`).
 
-Method. The calibration set (knowledge/data/calibration_pairs.json) holds 40
+Method. The calibration set (endpoints/data/calibration_pairs.json) holds 40
 topics, each a story moment and a lore passage about the same subject.
 
 1. Embed every scene and every passage with the model.
@@ -19,7 +19,7 @@ topics, each a story moment and a lore passage about the same subject.
    model cannot tell the two apart well enough and no floor is recorded.
 
 Floors measured here for models the app can run itself ship in
-knowledge/data/calibrations.json (`calibrate_embeddings --ship` writes it),
+endpoints/data/calibrations.json (`calibrate_embeddings --ship` writes it),
 so a local model is calibrated on a fresh install; a floor recorded in the
 database, measured on the reader's own machine, takes precedence.
 """
@@ -33,6 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from .models import EmbeddingCalibration
 
 DATA = Path(__file__).parent / "data" / "calibration_pairs.json"
 SHIPPED = Path(__file__).parent / "data" / "calibrations.json"
@@ -113,8 +115,6 @@ def ship(*, model: str, measurement: Measurement, now: datetime, path: Path = SH
 def floor_for(model: str) -> float | None:
     """The calibrated cosine floor for exactly `model`: recorded here, else
     shipped; None when neither has one."""
-    from .models import EmbeddingCalibration
-
     if not model:
         return None
     recorded = EmbeddingCalibration.objects.filter(model=model).values_list("floor", flat=True).first()
@@ -131,15 +131,11 @@ def confirms_pairs(model: str) -> bool:
 
 
 def calibrated_models() -> list[str]:
-    from .models import EmbeddingCalibration
-
     return sorted(set(EmbeddingCalibration.objects.values_list("model", flat=True)) | set(shipped()))
 
 
 def calibration_record(*, model: str, measurement: Measurement, now: datetime):
     """Stores (or replaces) the model's floor."""
-    from .models import EmbeddingCalibration
-
     calibration, _ = EmbeddingCalibration.objects.update_or_create(
         model=model,
         defaults={

@@ -5,14 +5,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
-from knowledge import calibration, embeddings, localembed
-from storyapp.models import EndpointProfile
+from endpoints import calibration, embeddings, localembed
+from endpoints.models import EndpointProfile
 
 
 class Command(BaseCommand):
     help = (
         "Measure the semantic admission floor for an embedding model and record it. "
-        "The calibration set shipped in knowledge/data/calibration_pairs.json pairs 40 story "
+        "The calibration set shipped in endpoints/data/calibration_pairs.json pairs 40 story "
         "moments with a lore passage each. Related scores: each moment against its own passage; "
         "unrelated scores: each moment against every other topic's passage. The floor is the "
         "midpoint between the unrelated 95th percentile and the related 10th percentile. If the "
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Measure and print, record nothing.")
         parser.add_argument(
             "--ship", action="store_true",
-            help="Also write the floor into knowledge/data/calibrations.json, the floors shipped with the app.",
+            help="Also write the floor into endpoints/data/calibrations.json, the floors shipped with the app.",
         )
 
     def handle(self, *args, model, endpoint, dry_run, ship, **options):

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from knowledge import embeddings
+from endpoints import embeddings
 from knowledge.models import IndexJob, KnowledgeEmbedding, KnowledgeSource
 
 PER_TOKEN = "returned one vector per token, not one per text"

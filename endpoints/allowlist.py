@@ -8,7 +8,7 @@ A name on the list is not enough: `*.example.com` lets anyone who controls a
 subdomain point it at 169.254.169.254 or 10.0.0.5, and a name can resolve to a
 public address when the URL is saved and to an internal one when the server
 connects (DNS rebinding). So the address is judged too, at connect time, on
-the address actually connected to (`storyapp.netguard` resolves once and
+the address actually connected to (`endpoints.netguard` resolves once and
 connects to exactly the address `address_allowed` passed). The rule:
 
 1. an address that is itself listed (an IP entry, or a CIDR entry such as

@@ -1,11 +1,11 @@
 """Passage vectors from the campaign's endpoint profile's embedding model.
 
-A model named `local:…` is computed in the worker itself
-(knowledge.localembed), with no server; any other is asked of the profile's
-endpoint. A profile that names none takes the instance's default
-(LOREMASTER_EMBEDDING_MODEL), so one setting turns local embeddings on for
-every campaign. Endpoint calls go through `storyapp.modelclient.client_for`,
-which re-checks the endpoint allowlist at call time; failures are worded by its `describe`.
+A model named `local:…` is computed in the worker itself (localembed),
+with no server; any other is asked of the profile's endpoint. A profile
+that names none takes the instance's default (LOREMASTER_EMBEDDING_MODEL),
+so one setting turns local embeddings on for every campaign. Endpoint calls
+go through `client.client_for`, which re-checks the endpoint allowlist at
+call time; failures are worded by `errors.describe`.
 Vectors are stored as little-endian float32 bytes with the model's name, so
 a query never meets a vector from another model. The reply is untrusted: any
 shape but one flat, finite vector per text fails with a reason, never a crash.
@@ -23,16 +23,10 @@ import numpy as np
 import openai
 from django.conf import settings
 
-from storyapp.modelclient import (
-    POOLING_ADVICE,
-    client_for,
-    describe,
-    endpoint_for,
-    is_temporary,
-)
-from storyapp.models import Campaign, EndpointProfile
-
 from . import localembed
+from .client import client_for, endpoint_for
+from .errors import POOLING_ADVICE, describe, is_temporary
+from .models import EndpointProfile
 
 #: Passages per request: large enough to amortise the round trip, small
 #: enough to stay under common request-size limits.
@@ -60,15 +54,16 @@ def model_of(profile: EndpointProfile | None) -> str:
     return profile.embedding_model.strip() or settings.LOREMASTER_EMBEDDING_MODEL.strip()
 
 
-def profile_for(campaign: Campaign) -> EndpointProfile | None:
-    """The profile whose embedding model this campaign's passages use, or None."""
+def profile_for(campaign) -> EndpointProfile | None:
+    """The profile whose embedding model this campaign's passages use, or
+    None; `campaign` is anything `client.endpoint_for` reads."""
     profile = endpoint_for(campaign)
     if not model_of(profile):
         return None
     return profile
 
 
-def model_for(campaign: Campaign) -> str:
+def model_for(campaign) -> str:
     """The embedding model this campaign's passages should carry; "" for none."""
     return model_of(endpoint_for(campaign))
 

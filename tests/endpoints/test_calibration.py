@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from knowledge import calibration
-from knowledge.embeddings import for_retrieval
-from knowledge.models import EmbeddingCalibration
+from endpoints import calibration
+from endpoints.embeddings import for_retrieval
+from endpoints.models import EmbeddingCalibration
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
 from tests.factories import CampaignFactory, EndpointProfileFactory
@@ -39,7 +39,7 @@ def test_recalibrating_replaces_the_floor_and_a_dry_run_records_nothing(endpoint
 
 
 def test_the_method_is_documented_in_the_help():
-    from knowledge.management.commands.calibrate_embeddings import Command
+    from endpoints.management.commands.calibrate_embeddings import Command
 
     text = " ".join(Command().create_parser("manage.py", "calibrate_embeddings").format_help().split())
     assert "midpoint between the unrelated 95th percentile and the related 10th percentile" in text

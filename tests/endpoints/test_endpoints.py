@@ -6,11 +6,12 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from endpoints.allowlist import validate_base_url
+from endpoints.client import client_for
+from endpoints.forms import EndpointProfileForm
+from endpoints.models import EndpointProfile
 from storyapp import services
 from storyapp.demomodel import DemoModelServer
-from storyapp.endpoints import validate_base_url
-from storyapp.forms import EndpointProfileForm
-from storyapp.models import EndpointProfile
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 SECRET = "sk-test-this-must-never-show-up-anywhere"
@@ -72,7 +73,7 @@ def test_the_api_key_is_never_rendered_back_in_the_admin(client, db):
     profile.api_key = SECRET
     profile.save()
     client.force_login(admin)
-    page = client.get(reverse("admin:storyapp_endpointprofile_change", args=[profile.pk])).content.decode()
+    page = client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
     assert SECRET not in page and profile.api_key_encrypted not in page
 
 
@@ -104,13 +105,11 @@ def test_the_key_is_sent_to_the_endpoint_as_a_bearer_token(alice, django_capture
 
 
 def test_one_client_per_profile_is_kept_and_replaced_when_the_profile_changes(db, model):
-    from storyapp import modelclient
-
     profile = EndpointProfileFactory(base_url=model.base_url)
-    first, again = modelclient.client_for(profile), modelclient.client_for(profile, timeout=3)
+    first, again = client_for(profile), client_for(profile, timeout=3)
     assert first._client is again._client, "the connection pool is shared between calls"
     assert again.timeout.read == 3 and first.timeout.read == profile.first_byte_timeout_seconds
     profile.api_key = "a-new-key"
     profile.save()
-    replaced = modelclient.client_for(profile)
+    replaced = client_for(profile)
     assert replaced._client is not first._client and first._client.is_closed

@@ -1,0 +1,99 @@
+"""The endpoint layer's rows: how to call each model server, and the
+semantic floor measured for each embedding model."""
+
+from django.db import models
+
+from . import secrets_at_rest
+from .allowlist import validate_base_url
+
+
+class EndpointProfile(models.Model):
+    """An OpenAI-compatible endpoint and how to call it. Admin-managed."""
+
+    class ApiMode(models.TextChoices):
+        CHAT = "chat", "Chat completions (messages)"
+        COMPLETIONS = "completions", "Text completions (one labelled text, for models without a chat template)"
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.CharField(
+        max_length=300, validators=[validate_base_url], help_text="For example http://127.0.0.1:11434/v1"
+    )
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    chat_model = models.CharField(max_length=200)
+    api_mode = models.CharField(max_length=20, choices=ApiMode.choices, default=ApiMode.CHAT)
+    temperature = models.FloatField(default=0.8)
+    max_output_tokens = models.PositiveIntegerField(default=600)
+    context_token_budget = models.PositiveIntegerField(default=8192)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    first_byte_timeout_seconds = models.PositiveIntegerField(
+        default=30, help_text="How long to wait for the first word of a reply (or any silence after it)."
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        default=300, help_text="The longest a whole reply may take, from the request to its last word."
+    )
+    #: The window an overflow taught (the server named it, or it refused a
+    #: smaller budget); prompts are budgeted below it. Cleared by an admin.
+    learned_window_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Learned from the server's overflow errors; clear it after changing the model."
+    )
+    #: What the server said it accepts (probing.probe_window), kept until
+    #: the profile is saved again or a turn fails against it.
+    probed_window_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    probed_window_source = models.CharField(max_length=100, blank=True, editable=False)
+    probed_window_detail = models.CharField(max_length=300, blank=True, editable=False)
+    probed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: The server's prompt tokens per one of ours, as measured on recent turns.
+    token_ratio = models.FloatField(null=True, blank=True, editable=False)
+    is_default = models.BooleanField(
+        default=False, help_text="Used by new campaigns that do not pick a profile."
+    )
+    is_scripted_demo = models.BooleanField(
+        default=False, help_text="The built-in scripted demo server, not a real model."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # The table it had in storyapp, where it was made.
+        db_table = "storyapp_endpointprofile"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def api_key(self) -> str:
+        return secrets_at_rest.decrypt(self.api_key_encrypted)
+
+    @api_key.setter
+    def api_key(self, value: str) -> None:
+        self.api_key_encrypted = secrets_at_rest.encrypt(value)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+
+class EmbeddingCalibration(models.Model):
+    """The semantic admission floor measured for one embedding model.
+
+    Written by `manage.py calibrate_embeddings`; read by retrieval, which
+    disables the semantic path for a model with no row here rather than
+    borrow another model's floor (cosine scales differ between models).
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    floor = models.FloatField()
+    # min/p10/median/p90/p95/max and the pair count of each distribution.
+    related = models.JSONField(default=dict)
+    unrelated = models.JSONField(default=dict)
+    method = models.CharField(max_length=200, blank=True)
+    measured_at = models.DateTimeField()
+
+    class Meta:
+        # The table it had in knowledge, where it was made.
+        db_table = "knowledge_embeddingcalibration"
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return f"{self.model}: floor {self.floor:.3f}"

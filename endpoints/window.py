@@ -1,0 +1,119 @@
+"""What is known of a server's context window, and how it counts against ours.
+
+Three things are kept on the profile: what the server said when probed
+(cached until the profile is saved again or a turn fails against it), what
+an overflow taught (only ever lowered), and the ratio of the server's prompt
+tokens to ours. The prompt builder reads them as a `records.Window` and a
+ratio; derived work sizes itself by `effective_budget`.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from contextbuild import records
+from contextbuild.builder import effective_budget as capped_budget
+
+from .models import EndpointProfile
+from .probing import ServerWindow, probe_window
+
+#: Kept below a window the server named: our tokenizer (cl100k) undercounts
+#: some models' tokens by a few percent.
+LEARNED_WINDOW_MARGIN = 0.10
+#: When the server refused a prompt without naming its window, the next
+#: budget is this share of the one that overflowed; each refusal shrinks it.
+OVERFLOW_SHRINK = 0.85
+
+
+def learn_window(profile: EndpointProfile, *, told: int | None, budget: int) -> int:
+    """Records what an overflow taught about the server's window: the size it
+    named, or a budget smaller than the one that overflowed. Only ever
+    lowers it, so the next turn (and Retry) fits. Returns the new limit."""
+    limit = told if told else int(budget * OVERFLOW_SHRINK)
+    current = EndpointProfile.objects.filter(pk=profile.pk).values_list("learned_window_tokens", flat=True).first()
+    if current:
+        limit = min(limit, current)
+    EndpointProfile.objects.filter(pk=profile.pk).update(learned_window_tokens=limit)
+    profile.learned_window_tokens = limit
+    return limit
+
+
+def probed(profile: EndpointProfile) -> EndpointProfile:
+    """The profile with what its server says it accepts, asking the server
+    only when nothing is cached (a new or re-saved profile, or one whose
+    last turn failed)."""
+    if profile.probed_at is None:
+        store_probe(profile, probe_window(profile))
+    return profile
+
+
+def store_probe(profile: EndpointProfile, found: ServerWindow) -> None:
+    profile.probed_window_tokens = found.tokens
+    profile.probed_window_source = found.source[:100]
+    profile.probed_window_detail = found.detail[:300]
+    profile.probed_at = timezone.now()
+    EndpointProfile.objects.filter(pk=profile.pk).update(
+        probed_window_tokens=found.tokens, probed_window_source=profile.probed_window_source,
+        probed_window_detail=profile.probed_window_detail, probed_at=profile.probed_at,
+    )
+
+
+def forget_probe(profile: EndpointProfile) -> None:
+    """Asks the server again before the next turn: it failed, or it changed."""
+    EndpointProfile.objects.filter(pk=profile.pk).update(probed_at=None)
+    profile.probed_at = None
+
+
+def window_for(profile: EndpointProfile) -> records.Window | None:
+    """What is known of the server's window: what it said when probed, and
+    what an overflow taught (kept a margin below it), the smaller winning;
+    None when nothing is known. A probe that found nothing is recorded as
+    unverified, so the report says the window was asked for and not given."""
+    known = []
+    if profile.probed_window_tokens:
+        known.append(records.Window(
+            verified=True, tokens=profile.probed_window_tokens,
+            source=profile.probed_window_source, detail=profile.probed_window_detail,
+        ))
+    if profile.learned_window_tokens:
+        learned = profile.learned_window_tokens
+        known.append(records.Window(
+            verified=True,
+            tokens=int(learned * (1 - LEARNED_WINDOW_MARGIN)),
+            source="the server's overflow error",
+            detail=f"the server refused a longer prompt; its window is {learned:,} tokens, "
+            f"budgeted {int(LEARNED_WINDOW_MARGIN * 100)} % below it",
+        ))
+    if known:
+        return min(known, key=lambda w: w.tokens)
+    if profile.probed_at is not None:
+        return records.Window(
+            verified=False, tokens=None, source=profile.probed_window_source or "unknown",
+            detail=profile.probed_window_detail or "the server does not say what it accepts",
+        )
+    return None
+
+
+def effective_budget(profile: EndpointProfile) -> int:
+    """The budget a prompt really has: the profile's setting, capped by a
+    verified window (as the builder caps it). Derived work sizes itself by
+    this, so a summary made for an 8,192 setting never fills a 2,048 window."""
+    return capped_budget(profile.context_token_budget, window_for(profile))
+
+
+#: How fast the recorded ratio follows a new measurement downwards; upwards
+#: it follows at once, since undercounting is what overflows a window.
+RATIO_SMOOTHING = 0.3
+
+
+def record_token_ratio(profile: EndpointProfile, *, ours: int, servers: int) -> float | None:
+    """Stores the server's prompt tokens per one of ours, as measured on this
+    turn. Returns the measured ratio (None for a count too small to tell)."""
+    if ours < 50 or servers <= 0:
+        return None
+    measured = servers / ours
+    current = EndpointProfile.objects.filter(pk=profile.pk).values_list("token_ratio", flat=True).first()
+    ratio = measured if not current else max(measured, (1 - RATIO_SMOOTHING) * current + RATIO_SMOOTHING * measured)
+    EndpointProfile.objects.filter(pk=profile.pk).update(token_ratio=round(ratio, 4))
+    profile.token_ratio = round(ratio, 4)
+    return round(measured, 4)
