@@ -6,6 +6,9 @@ class KnowledgeConfig(AppConfig):
     verbose_name = "Knowledge"
 
     def ready(self) -> None:
-        from . import signals
+        # Imported here: these modules read models, which load after the apps.
+        # The tasks are imported so every process has them registered: the
+        # services send them by name (lifecycle.sending).
+        from . import signals, tasks  # noqa: F401
 
         signals.connect()

@@ -1,5 +1,7 @@
 from celery import shared_task
 
+from lifecycle import policy
+
 from . import derived, narration, prompting
 from .models import DerivedJob, EndpointProfile
 
@@ -26,7 +28,7 @@ def derive(self, job_id: int) -> None:
     retries = self.request.retries
     try:
         derived.run(job_id, final_attempt=retries >= self.max_retries)
-    except derived.RetryLater as exc:
+    except policy.RetryLater as exc:
         raise self.retry(exc=exc, countdown=exc.countdown) from exc
 
 
@@ -39,4 +41,4 @@ def reembed_memories(self, campaign_id: int) -> None:
     try:
         derived.memories_reembed(campaign_id)
     except EmbeddingUnavailable as exc:
-        raise self.retry(exc=exc, countdown=derived.BACKOFF_SECONDS[min(self.request.retries, 1)]) from exc
+        raise self.retry(exc=exc, countdown=policy.backoff(self.request.retries + 1)) from exc
