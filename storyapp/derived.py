@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -26,6 +25,7 @@ from contextbuild import memories as recorded_memories
 from contextbuild import records, summaries
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
+from knowledge.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, model_for, model_of, profile_for
 from lifecycle import policy, sending
 
 from . import lineage, modelclient
@@ -44,6 +44,7 @@ SUMMARY_TEMPERATURE = 0.3
 NOTICED_JOBS = 5
 #: The task that runs a job (storyapp.tasks), named: it imports this module.
 DERIVE = "storyapp.tasks.derive"
+REEMBED = "storyapp.tasks.reembed_memories"
 
 
 # ---------------------------------------------------------------- reading
@@ -441,8 +442,6 @@ def _remember(job: DerivedJob) -> None:
 def _embed_or_note(job: DerivedJob, memories) -> None:
     """Embeds the new memories when the campaign has an embedding model. A
     failure leaves them to lexical recall and says so on the job."""
-    from knowledge.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, model_of, profile_for
-
     memories = [m for m in memories if m.pk]
     profile = profile_for(job.campaign)
     if profile is None or not memories:
@@ -468,15 +467,11 @@ def memories_refresh(*, campaign_ids) -> list[int]:
     came from a model other than its current one; returns their ids. Recall
     reads only vectors of the current model, so until then the others are
     recalled by their words."""
-    from knowledge.embeddings import model_for
-
     queued = []
     for campaign in Campaign.objects.filter(pk__in=list(campaign_ids)).select_related("endpoint"):
         model = model_for(campaign)
         if model and Memory.objects.filter(campaign=campaign).exclude(embedding_model=model).exists():
-            from .tasks import reembed_memories
-
-            transaction.on_commit(partial(reembed_memories.delay, campaign.pk), robust=True)
+            sending.send_on_commit(REEMBED, campaign.pk, robust=True)
             queued.append(campaign.pk)
     return queued
 
@@ -486,8 +481,6 @@ def memories_reembed(campaign_id: int) -> int:
     time; returns how many. Idempotent: only a memory still carrying another
     model's vector (or none) is written, so a second delivery does nothing.
     An endpoint failure propagates for the task to retry."""
-    from knowledge.embeddings import embed, model_of, profile_for
-
     campaign = Campaign.objects.filter(pk=campaign_id).select_related("endpoint").first()
     profile = profile_for(campaign) if campaign is not None else None
     model = model_of(profile)

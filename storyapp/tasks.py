@@ -1,5 +1,6 @@
 from celery import shared_task
 
+from knowledge.embeddings import EmbeddingUnavailable
 from lifecycle import policy
 
 from . import derived, narration, prompting
@@ -36,8 +37,6 @@ def derive(self, job_id: int) -> None:
 def reembed_memories(self, campaign_id: int) -> None:
     """Thin wrapper: `memories_reembed` writes only what is still stale, so
     a retry or a second delivery picks up where the first stopped."""
-    from knowledge.embeddings import EmbeddingUnavailable
-
     try:
         derived.memories_reembed(campaign_id)
     except EmbeddingUnavailable as exc:
