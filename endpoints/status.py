@@ -2,30 +2,18 @@
 
 A local embedding model runs in the workers, never in the web process that
 renders the page, so the page asks which local models the live workers can
-run. Who knows that (the workers' heartbeats) sits above this layer, so it
-registers a provider here (`provide_worker_models`, from its AppConfig.ready);
-with none registered, or no live worker, the page looks at this process's
-own install.
+run. Who knows that (the workers' heartbeats) sits above this layer and
+answers through `lifecycle.workers`; with no live worker, the page looks at
+this process's own install.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
+from lifecycle import workers
+
 from . import calibration, embeddings, localembed
-
-#: now -> the local models of each live worker (one set per worker).
-WorkerModels = Callable[[datetime], list[set[str]]]
-
-_worker_models: WorkerModels | None = None
-
-
-def provide_worker_models(provider: WorkerModels | None) -> None:
-    """Registers the function that says which local models each live worker can run."""
-    global _worker_models
-    _worker_models = provider
-
 
 def embedding_status(profile, *, now: datetime) -> str:
     """The model (the profile's own or the instance default), its floor, and
@@ -52,10 +40,10 @@ def local_problem(profile, *, now: datetime) -> str:
     model = embeddings.model_of(profile)
     if not localembed.is_local(model):
         return ""
-    live = _worker_models(now) if _worker_models is not None else []
+    live = workers.live(now=now)
     if not live or model not in localembed.MODELS:
         return localembed.missing(model)
-    if any(model in models for models in live):
+    if any(model in worker.local_models for worker in live):
         return ""
     return (
         f"The local embedding model “{model}” is chosen but not installed on any of the {len(live)} live "

@@ -52,7 +52,7 @@ def retry_jobs(modeladmin, request, queryset):
 
 @admin.action(description="Cancel the selected queued or running jobs")
 def cancel_jobs(modeladmin, request, queryset):
-    for job in queryset.filter(state__in=IndexJob.ACTIVE):
+    for job in queryset.in_flight():
         services.job_cancel(job=job, now=timezone.now())
 
 

@@ -6,11 +6,9 @@ class KnowledgeConfig(AppConfig):
     verbose_name = "Knowledge"
 
     def ready(self) -> None:
-        from endpoints import status
-
-        from . import selectors, signals
+        # Imported here: these modules read models, which load after the apps.
+        # The tasks are imported so every process has them registered: the
+        # services send them by name (lifecycle.sending).
+        from . import signals, tasks  # noqa: F401
 
         signals.connect()
-        # The profile page asks the workers' heartbeats (ours) which local
-        # models they run; the endpoint layer cannot import them.
-        status.provide_worker_models(selectors.worker_local_models)

@@ -10,6 +10,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 
+from lifecycle.queryset import LifecycleQuerySet, Vocabulary
 from storyapp.models import Campaign
 
 #: The name of KnowledgeSource's always-include constraint (see its Meta).
@@ -174,6 +175,21 @@ class KnowledgeEmbedding(models.Model):
         indexes = [models.Index(fields=["model", "chunk"])]
 
 
+class IndexJobQuerySet(LifecycleQuerySet):
+    """Index jobs' lifecycle: queued (held while `heartbeat` is empty, sent
+    once it is the time of sending), running, and the worker's heartbeat."""
+
+    vocabulary = Vocabulary(state="state", waiting="queued", running="running", failed="failed", seen="heartbeat")
+
+    def held(self):
+        """Queued and not yet sent to the broker (knowledge.services.jobs)."""
+        return self.waiting().filter(heartbeat__isnull=True)
+
+    def sent(self):
+        """Waiting in the broker or running: a reader's share of the workers."""
+        return self.in_flight().exclude(state=IndexJob.State.QUEUED, heartbeat__isnull=True)
+
+
 class IndexJob(models.Model):
     """One run of the pipeline over one source: what the operators' monitor shows.
 
@@ -212,6 +228,8 @@ class IndexJob(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
+    objects = IndexJobQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created", "-id"]
         constraints = [
@@ -249,18 +267,3 @@ class IndexJob(models.Model):
         return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest} s"
 
 
-class WorkerHeartbeat(models.Model):
-    """A row per worker process, touched every few seconds while it lives:
-    how the monitor tells whether any worker is alive on any broker."""
-
-    name = models.CharField(max_length=200, unique=True)
-    seen = models.DateTimeField()
-    #: The queues the worker consumes, comma-separated: readiness needs a
-    #: live worker on each (narrations have a queue of their own).
-    queues = models.CharField(max_length=200, blank=True)
-    #: The local embedding models this worker can run (endpoints.localembed),
-    #: comma-separated: how a page, which never loads PyTorch, knows.
-    local_models = models.CharField(max_length=200, blank=True)
-
-    def __str__(self) -> str:
-        return self.name

@@ -1,24 +1,18 @@
-"""Reads from the library: the pages' lists, the monitor's figures, and the
-scoped reads retrieval (issue 5) builds on."""
+"""Reads from the library: the pages' lists, a profile's embedding status,
+and the scoped reads retrieval (issue 5) builds on."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from django.db.models import Count, Sum
 
 from endpoints import embeddings
 from storyapp.models import Campaign
 
-from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry, WorkerHeartbeat
+from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
 from .services.lorebooks import USED_EXTRAS
-
-#: A worker whose heartbeat row is older than this is not counted as alive.
-WORKER_ALIVE_WITHIN = timedelta(seconds=45)
-MONITOR_ROWS = 200
 
 Ready = KnowledgeSource.IndexState.READY
 
@@ -31,7 +25,7 @@ def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
     )
     active = {
         job.source_id: job
-        for job in IndexJob.objects.filter(source__campaign=campaign, state__in=IndexJob.ACTIVE)
+        for job in IndexJob.objects.in_flight().filter(source__campaign=campaign)
     }
     model = embeddings.model_for(campaign)
     for source in sources:
@@ -86,44 +80,6 @@ def _shown(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def monitor_jobs(*, state: str = "", limit: int = MONITOR_ROWS) -> list[IndexJob]:
-    jobs = IndexJob.objects.select_related("source__campaign__owner").defer("source__content")
-    if state:
-        jobs = jobs.filter(state=state)
-    return list(jobs.order_by("-created", "-id")[:limit])
-
-
-@dataclass(frozen=True)
-class Health:
-    queued: int
-    running: int
-    failed: int
-    workers_alive: int
-    last_heartbeat: datetime | None
-
-
-def monitor_health(*, now: datetime) -> Health:
-    counts = {state: 0 for state in IndexJob.State.values}
-    for state in IndexJob.objects.values_list("state", flat=True).filter(
-        state__in=[IndexJob.State.QUEUED, IndexJob.State.RUNNING, IndexJob.State.FAILED]
-    ):
-        counts[state] += 1
-    beats = WorkerHeartbeat.objects.order_by("-seen")
-    last = beats.values_list("seen", flat=True).first()
-    return Health(
-        queued=counts[IndexJob.State.QUEUED],
-        running=counts[IndexJob.State.RUNNING],
-        failed=counts[IndexJob.State.FAILED],
-        workers_alive=beats.filter(seen__gte=now - WORKER_ALIVE_WITHIN).count(),
-        last_heartbeat=last,
-    )
-
-
-def worker_local_models(now: datetime) -> list[set[str]]:
-    """The local embedding models each live worker can run, from their
-    heartbeats (registered with `endpoints.status` in KnowledgeConfig.ready)."""
-    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("local_models", flat=True)
-    return [set(filter(None, models.split(","))) for models in live]
 
 
 # ------------------------------------------------- for retrieval (issue 5)

@@ -3,6 +3,8 @@
 from celery import shared_task
 from django.utils import timezone
 
+from lifecycle import policy
+
 from . import services
 
 
@@ -18,5 +20,5 @@ def index_job(self, job_id: int) -> None:
             final_attempt=retries >= self.max_retries,
             task_id=self.request.id or "",
         )
-    except services.RetryLater as exc:
+    except policy.RetryLater as exc:
         raise self.retry(exc=exc, countdown=exc.countdown) from exc

@@ -1,16 +1,13 @@
-"""The library pages (per campaign) and the operators' job monitor.
+"""The library pages (per campaign).
 
 Every library view loads the campaign through `storyapp.access.campaign_for`
 (another reader's campaign is a 404) and the source through `_source_for`,
-which looks it up within that campaign. The monitor is staff only: a reader
-who is not staff gets the same 404 as for a page that does not exist, whatever
-the method; a visitor who is not signed in is sent to log in.
+which looks it up within that campaign.
 """
 
 from __future__ import annotations
 
 import json
-from functools import wraps
 
 from django.conf import settings
 from django.contrib import messages
@@ -18,19 +15,17 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.utils.text import slugify
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from storyapp.access import campaign_for
-from storyapp import health, narration, quotas
-from storyapp import selectors as story_selectors
+from storyapp import quotas
 from storyapp.models import Campaign
 
 from . import selectors, services
 from .forms import EntryForm, LimitedUploadHandler, SourceForm, UploadOptionsForm
-from .models import IndexJob, KnowledgeSource, LoreEntry
+from .models import KnowledgeSource, LoreEntry
 
 LIBRARY = "knowledge/library.html"
 
@@ -269,89 +264,3 @@ def source_delete(request: HttpRequest, pk: int, source_id: int) -> HttpResponse
         messages.success(request, f"Deleted “{title}” and its passages.")
         return redirect("library", pk=pk)
     return render(request, "knowledge/source_delete.html", {"campaign": source.campaign, "source": source})
-
-
-# ------------------------------------------------------------ job monitor
-
-
-def staff_required(view):
-    """Staff only; everyone else is told the page does not exist."""
-
-    @wraps(view)
-    @login_required
-    def wrapped(request, *args, **kwargs):
-        if not request.user.is_staff:
-            raise Http404("No such page.")
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-@staff_required
-@require_GET
-def job_monitor(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "")
-    if state not in IndexJob.State.values:
-        state = ""
-    context = {
-        "jobs": selectors.monitor_jobs(state=state),
-        "health": selectors.monitor_health(now=timezone.now()),
-        "state": state,
-        "states": IndexJob.State.choices,
-        "stale_after": services.STALE_AFTER,
-        "narrations": story_selectors.monitor_narrations(),
-        "derived_jobs": story_selectors.monitor_derived(),
-        "readiness": health.readiness(now=timezone.now()),
-    }
-    template = "knowledge/job_monitor.html"
-    if request.htmx:
-        template += "#jobs"
-    return render(request, template, context)
-
-
-def _back_to_monitor(request: HttpRequest) -> HttpResponse:
-    state = request.POST.get("state", "")
-    response = redirect("job_monitor")
-    if state in IndexJob.State.values:
-        response["Location"] += f"?state={state}"
-    return response
-
-
-@staff_required
-@require_POST
-def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = get_object_or_404(IndexJob, pk=job_id)
-    new = services.job_retry(job=job)
-    messages.success(request, f"Queued job #{new.pk} for “{job.source.title}”.")
-    return _back_to_monitor(request)
-
-
-@staff_required
-@require_POST
-def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = get_object_or_404(IndexJob, pk=job_id)
-    if services.job_cancel(job=job, now=timezone.now()):
-        messages.success(request, f"Cancelled job #{job.pk}.")
-    else:
-        messages.error(request, f"Job #{job.pk} had already finished.")
-    return _back_to_monitor(request)
-
-
-@staff_required
-@require_POST
-def narration_requeue(request: HttpRequest, action_id: int) -> HttpResponse:
-    if narration.operator_requeue(action_id, now=timezone.now()):
-        messages.success(request, f"Sent narration #{action_id} to a worker again.")
-    else:
-        messages.error(request, f"Narration #{action_id} had already finished.")
-    return _back_to_monitor(request)
-
-
-@staff_required
-@require_POST
-def narration_fail(request: HttpRequest, action_id: int) -> HttpResponse:
-    if narration.operator_fail(action_id):
-        messages.success(request, f"Ended narration #{action_id} as failed; its reader can retry.")
-    else:
-        messages.error(request, f"Narration #{action_id} had already finished.")
-    return _back_to_monitor(request)

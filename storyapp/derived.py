@@ -17,10 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild import memories as recorded_memories
@@ -33,7 +31,9 @@ from endpoints.embeddings import EmbeddingFailed, EmbeddingUnavailable, embed, m
 from endpoints.errors import ModelFailure
 from endpoints.streaming import stream_reply
 
-from . import lineage, liveness
+from lifecycle import policy, sending
+
+from . import lineage
 from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 
 log = logging.getLogger(__name__)
@@ -43,24 +43,13 @@ log = logging.getLogger(__name__)
 #: not filled by its own summaries.
 SUMMARY_REPLY_TOKENS = 400
 SUMMARY_REPLY_MIN = 160
-#: Seconds before the 2nd and 3rd attempt of a failing job.
-BACKOFF_SECONDS = (10, 60)
 #: A summary's sampling: faithful rather than inventive.
 SUMMARY_TEMPERATURE = 0.3
 #: Unfinished or failed jobs the report and the play page mention.
 NOTICED_JOBS = 5
-#: A job queued or running this long without a change is taken to be lost:
-#: asked for again, it is sent again. A running job beats; a job waiting
-#: for its next attempt is dated at that attempt (`_failed`).
-STALE_AFTER = liveness.STALE_AFTER
-
-
-class RetryLater(Exception):
-    """A failure another attempt may fix; the task retries after `countdown` seconds."""
-
-    def __init__(self, error: str, countdown: int):
-        super().__init__(error)
-        self.countdown = countdown
+#: The task that runs a job (storyapp.tasks), named: it imports this module.
+DERIVE = "storyapp.tasks.derive"
+REEMBED = "storyapp.tasks.reembed_memories"
 
 
 # ---------------------------------------------------------------- reading
@@ -114,13 +103,6 @@ def _set(job_id: int, *, only=(), at: datetime | None = None, **fields) -> int:
     return jobs.update(updated=at or timezone.now(), **fields)
 
 
-def _stale() -> Q:
-    """Queued or running, and untouched for STALE_AFTER: its message was
-    lost (a broker that refused it) or its worker killed without a redelivery."""
-    return Q(state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING],
-             updated__lt=timezone.now() - STALE_AFTER)
-
-
 def _key(kind: str, anchor_id: int, start_id: int | None, level: int) -> str:
     return f"{kind}:{anchor_id}:{start_id or 'root'}:{level}"
 
@@ -140,7 +122,11 @@ def _job(campaign_id: int, kind: str, *, anchor_id: int, start_id: int | None = 
         return job
     if _set(job.pk, only=[DerivedJob.State.FAILED], state=DerivedJob.State.QUEUED, attempts=0):
         return job
-    if DerivedJob.objects.filter(_stale(), pk=job.pk).exists():
+    # Queued or running, and untouched for STALE_AFTER: its message was lost
+    # (a broker that refused it) or its worker killed without a redelivery.
+    # A running job beats; a job waiting for its next attempt is dated at
+    # that attempt (`_failed`).
+    if DerivedJob.objects.stale(timezone.now()).filter(pk=job.pk).exists():
         _set(job.pk, state=DerivedJob.State.QUEUED)
         return job
     return None
@@ -152,11 +138,9 @@ def _enqueue(job: DerivedJob | None) -> None:
 
 
 def _send(job_id: int) -> None:
-    from .tasks import derive
-
     # Robust: a broker that cannot take the message must not fail the turn
     # that asked; the job stays queued and is sent again once it is stale.
-    transaction.on_commit(lambda: derive.delay(job_id), robust=True)
+    sending.send_on_commit(DERIVE, job_id, robust=True)
 
 
 def after_narration(action_id: int) -> None:
@@ -168,19 +152,25 @@ def after_narration(action_id: int) -> None:
     with transaction.atomic():
         _enqueue(_job(action.campaign_id, DerivedJob.Kind.MEMORIES, anchor_id=action.pk))
         schedule_summaries(action.campaign, position=action)
-        resend_stale(action.campaign_id)
+        resend_stale(action.campaign_id, now=timezone.now())
 
 
-def resend_stale(campaign_id: int | None = None) -> None:
+def resend_stale(campaign_id: int | None = None, *, now: datetime) -> None:
     """Sends stale jobs again, of one story (each of its turns sweeps) or of
     all (the workers' background sweep), so work whose message was lost is
     done soon after STALE_AFTER."""
-    stale = DerivedJob.objects.filter(_stale())
+    stale = DerivedJob.objects.stale(now)
     if campaign_id is not None:
         stale = stale.filter(campaign_id=campaign_id)
     for job_id in stale.values_list("pk", flat=True)[:100]:
         _set(job_id, state=DerivedJob.State.QUEUED)
         _send(job_id)
+
+
+def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
+    """The workers' periodic sweep (lifecycle.signals.periodic_sweep)."""
+    with transaction.atomic():
+        resend_stale(now=now)
 
 
 def _dropped_through(position: Action) -> Action | None:
@@ -226,10 +216,11 @@ def schedule_summaries(campaign: Campaign, *, position: Action) -> None:
 def _in_progress(campaign_id: int, *, start_id: int | None) -> bool:
     """Whether a summary from this start is already queued or running: it
     will cover what fits and schedule the rest."""
-    return DerivedJob.objects.filter(
+    now = timezone.now()
+    in_flight = DerivedJob.objects.in_flight().filter(
         campaign_id=campaign_id, kind=DerivedJob.Kind.SUMMARY, level=0, starts_after_id=start_id,
-        state__in=[DerivedJob.State.QUEUED, DerivedJob.State.RUNNING],
-    ).exclude(_stale()).exists()
+    )
+    return in_flight.exclude(pk__in=in_flight.stale(now).values("pk")).exists()
 
 
 def withdraw_from(action: Action) -> None:
@@ -254,11 +245,7 @@ def claim(job_id: int) -> DerivedJob | None:
     """The job, marked running with one more attempt; None when it is done,
     gone (an edit withdrew it meanwhile), or running in another worker (a
     second delivery of its message) unless that one is stale."""
-    claimable = Q(state=DerivedJob.State.QUEUED) | _stale()
-    claimed = DerivedJob.objects.filter(claimable, pk=job_id).update(
-        state=DerivedJob.State.RUNNING, attempts=F("attempts") + 1, updated=timezone.now()
-    )
-    if not claimed:
+    if not DerivedJob.objects.claim(job_id, now=timezone.now()):
         return None
     return DerivedJob.objects.select_related("campaign", "anchor", "starts_after").get(pk=job_id)
 
@@ -272,7 +259,7 @@ def run(job_id: int, *, final_attempt: bool) -> None:
     if job is None:
         return
     try:
-        with liveness.beating(partial(_set, job.pk, only=[DerivedJob.State.RUNNING])):
+        with DerivedJob.objects.filter(pk=job.pk).beating():
             if job.kind == DerivedJob.Kind.MEMORIES:
                 _remember(job)
             elif job.level == 0:
@@ -293,13 +280,13 @@ class _Unusable(Exception):
 def _failed(job: DerivedJob, error: str, *, final: bool) -> None:
     """Stores the failure; unless it is final, the job waits for its next
     attempt, dated then, so the sweep does not take the wait for a loss."""
-    if final or job.attempts >= DerivedJob.MAX_ATTEMPTS:
+    countdown = policy.retry_in(job.attempts, final=final, max_attempts=DerivedJob.MAX_ATTEMPTS)
+    if countdown is None:
         _set(job.pk, only=[DerivedJob.State.RUNNING], state=DerivedJob.State.FAILED, error=error[:2000])
         return
-    countdown = BACKOFF_SECONDS[min(job.attempts - 1, len(BACKOFF_SECONDS) - 1)]
     if _set(job.pk, only=[DerivedJob.State.RUNNING], at=timezone.now() + timedelta(seconds=countdown),
             state=DerivedJob.State.QUEUED, error=error[:2000]):
-        raise RetryLater(error, countdown)
+        raise policy.RetryLater(error, countdown)
 
 
 def _done(job: DerivedJob, note: str = "") -> None:
@@ -483,9 +470,7 @@ def memories_refresh(*, campaign_ids) -> list[int]:
     for campaign in Campaign.objects.filter(pk__in=list(campaign_ids)).select_related("endpoint"):
         model = model_for(campaign)
         if model and Memory.objects.filter(campaign=campaign).exclude(embedding_model=model).exists():
-            from .tasks import reembed_memories
-
-            transaction.on_commit(partial(reembed_memories.delay, campaign.pk), robust=True)
+            sending.send_on_commit(REEMBED, campaign.pk, robust=True)
             queued.append(campaign.pk)
     return queued
 

@@ -2,8 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from endpoints.models import EndpointProfile
-
-from . import liveness
+from lifecycle.queryset import LifecycleQuerySet, Vocabulary
 
 
 class Campaign(models.Model):
@@ -61,6 +60,12 @@ class Campaign(models.Model):
         return [c for c in changes if isinstance(c, dict) and c.get("from") and c.get("to")]
 
 
+class ActionQuerySet(LifecycleQuerySet):
+    """Narrations' lifecycle: pending, streaming, and the worker's heartbeat."""
+
+    vocabulary = Vocabulary(state="status", waiting="pending", running="streaming", failed="failed", seen="heartbeat")
+
+
 class Action(models.Model):
     """One step of the story. Actions form a tree; the campaign's head picks
     the path (the lineage) that is the story being read."""
@@ -77,10 +82,6 @@ class Action(models.Model):
         FAILED = "failed", "Failed"
         STOPPED = "stopped", "Stopped"
 
-    #: A narration whose worker has not touched it for this long is taken to
-    #: be dead: it may be claimed again, and Stop ends it at once. The worker
-    #: beats while it waits on the model (storyapp.liveness).
-    STALE_AFTER = liveness.STALE_AFTER
     #: Workers that may die on one narration before it is failed, so a
     #: narration that kills its worker does not kill them all in turn.
     MAX_ATTEMPTS = 3
@@ -109,6 +110,11 @@ class Action(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
+    #: A narration whose worker has not touched it for lifecycle.policy's
+    #: STALE_AFTER is taken to be dead: it may be claimed again, and Stop
+    #: ends it at once. The worker beats while it waits on the model.
+    objects = ActionQuerySet.as_manager()
+
     class Meta:
         ordering = ["depth", "id"]
         indexes = [models.Index(fields=["campaign", "status"])]
@@ -136,6 +142,13 @@ class ContextSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"Snapshot for action #{self.action_id}"
+
+
+class DerivedJobQuerySet(LifecycleQuerySet):
+    """Derived jobs' lifecycle: queued, running, and `updated` as the beat
+    (a job waiting for its next attempt is dated at that attempt)."""
+
+    vocabulary = Vocabulary(state="state", waiting="queued", running="running", failed="failed", seen="updated")
 
 
 class DerivedJob(models.Model):
@@ -174,6 +187,8 @@ class DerivedJob(models.Model):
     error = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = DerivedJobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]

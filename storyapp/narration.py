@@ -16,7 +16,6 @@ from datetime import datetime
 from functools import partial
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from contextbuild import ContextOverflow, build_context
@@ -30,12 +29,15 @@ from endpoints.models import EndpointProfile
 from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 
-from . import derived, liveness, prompting, stateblock
+from lifecycle import policy, sending
+
+from . import derived, prompting, stateblock
 from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
 
-STALE_AFTER = Action.STALE_AFTER
+#: The task that narrates (storyapp.tasks), named: it imports this module.
+NARRATE = "storyapp.tasks.narrate_action"
 #: How often streamed text is written to the row. Readers follow the row, so
 #: this is the latency they see; writing every token would hammer the database.
 FLUSH_SECONDS = 0.15
@@ -62,32 +64,31 @@ def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
 
     Returns how many were sent again or failed.
     """
-    stale = now - STALE_AFTER
-    stuck = Action.objects.filter(
-        Q(status=Action.Status.STREAMING) | Q(status=Action.Status.PENDING),
-        heartbeat__lt=stale, stop_requested=False, kind=Action.Kind.AI,
-    )
+    narrations = Action.objects.filter(stop_requested=False, kind=Action.Kind.AI)
+    stuck = narrations.stale(now)
     if campaign_id is not None:
         stuck = stuck.filter(campaign_id=campaign_id)
-    from .tasks import narrate_action
-
     count = 0
     for action_id, status, attempts in stuck.values_list("pk", "status", "attempts"):
         # Conditional on the row as read, so two sweeps never both act.
-        still = Action.objects.filter(pk=action_id, status=status, heartbeat__lt=stale, stop_requested=False)
-        if status == Action.Status.STREAMING and attempts >= Action.MAX_ATTEMPTS:
-            count += still.update(
-                status=Action.Status.FAILED, error=WORKERS_LOST.format(attempts=attempts), heartbeat=None
-            )
+        still = narrations.stale(now).filter(pk=action_id, status=status)
+        if status == Action.Status.STREAMING and policy.gives_up(attempts, Action.MAX_ATTEMPTS):
+            count += still.fail(error=WORKERS_LOST.format(attempts=attempts), heartbeat=None)
             continue
         # The heartbeat marks when it was last sent, so it is sent again
         # once a period, not on every sweep.
-        if still.update(status=Action.Status.PENDING, heartbeat=now):
-            narrate_action.delay(action_id)
+        if still.requeue(now=now):
+            sending.send(NARRATE, action_id)
             count += 1
     if count:
         log.warning("Sent again or failed %d narrations left by a lost message or a dead worker", count)
     return count
+
+
+def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
+    """The workers' periodic sweep (lifecycle.signals.periodic_sweep)."""
+    with transaction.atomic():
+        recover_stale(now=now)
 
 
 #: What the reader sees on a narration an operator ended from the monitor.
@@ -97,22 +98,20 @@ ENDED_BY_OPERATOR = "An operator ended this narration because it was stuck. Your
 def operator_requeue(action_id: int, *, now: datetime) -> bool:
     """Sends a stuck narration to a worker again (the monitor's Requeue):
     it is pending once more, with a fresh heartbeat, and its text restarts."""
-    from .tasks import narrate_action
-
-    moved = Action.objects.filter(
-        pk=action_id, kind=Action.Kind.AI, status__in=[Action.Status.PENDING, Action.Status.STREAMING]
-    ).update(status=Action.Status.PENDING, heartbeat=now, stop_requested=False, attempts=0)
+    moved = Action.objects.filter(pk=action_id, kind=Action.Kind.AI).requeue(
+        now=now, stop_requested=False, attempts=0
+    )
     if moved:
-        transaction.on_commit(lambda: narrate_action.delay(action_id), robust=True)
+        sending.send_on_commit(NARRATE, action_id, robust=True)
     return bool(moved)
 
 
 def operator_fail(action_id: int) -> bool:
     """Ends a stuck narration as failed (the monitor's Fail): the reader's
     page settles at once, with Retry."""
-    return bool(Action.objects.filter(
-        pk=action_id, kind=Action.Kind.AI, status__in=[Action.Status.PENDING, Action.Status.STREAMING]
-    ).update(status=Action.Status.FAILED, error=ENDED_BY_OPERATOR, heartbeat=None, stop_requested=True))
+    return bool(Action.objects.filter(pk=action_id, kind=Action.Kind.AI).fail(
+        error=ENDED_BY_OPERATOR, heartbeat=None, stop_requested=True
+    ))
 
 
 def claim(action_id: int, *, now: datetime) -> Action | None:
@@ -121,13 +120,7 @@ def claim(action_id: int, *, now: datetime) -> Action | None:
     A conditional UPDATE makes this safe to run twice: a duplicate delivery
     finds the action already streaming (with a live heartbeat) or done.
     """
-    claimable = Q(status=Action.Status.PENDING) | Q(
-        status=Action.Status.STREAMING, heartbeat__lt=now - STALE_AFTER
-    )
-    claimed = Action.objects.filter(claimable, pk=action_id, stop_requested=False).update(
-        status=Action.Status.STREAMING, heartbeat=now, text="", error="", attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not Action.objects.filter(stop_requested=False).claim(action_id, now=now, text="", error=""):
         return None
     return Action.objects.select_related("campaign", "parent").get(pk=action_id)
 
@@ -137,7 +130,10 @@ def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> 
     if action is None:
         return
     try:
-        with liveness.beating(partial(_beat, action_id, clock)):
+        # The beat keeps the heartbeat fresh while no text arrives (the model
+        # reading a long prompt, a slow first token), so the sweep leaves a
+        # live worker be.
+        with Action.objects.filter(pk=action_id).beating(clock):
             _narrate(action, clock)
     except Exception:
         # Whatever went wrong, the reader gets a failed turn they can retry,
@@ -212,12 +208,6 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
     tokens["server_prompt_tokens"] = servers
     tokens["server_count_source"] = source
     tokens["ratio"] = window.record_token_ratio(profile, ours=ours, servers=servers)
-
-
-def _beat(action_id: int, clock: Callable[[], datetime]) -> None:
-    """Keeps the heartbeat fresh while no text arrives (the model reading a
-    long prompt, a slow first token), so the sweep leaves a live worker be."""
-    Action.objects.filter(pk=action_id, status=Action.Status.STREAMING).update(heartbeat=clock())
 
 
 def _flush(action_id: int, text: str, *, now: datetime) -> bool:

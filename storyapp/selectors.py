@@ -55,30 +55,6 @@ def branch_ends(campaign: Campaign) -> list[Branch]:
     ]
 
 
-#: Rows of each kind the operators' monitor lists.
-MONITOR_ROWS = 50
-
-
-def monitor_narrations(*, limit: int = MONITOR_ROWS) -> list[Action]:
-    """The newest narrations that are under way or failed: what a reader
-    is waiting for, or was let down by."""
-    busy = [Action.Status.PENDING, Action.Status.STREAMING, Action.Status.FAILED]
-    return list(
-        Action.objects.filter(kind=Action.Kind.AI, status__in=busy)
-        .select_related("campaign__owner")
-        .defer("text", "state")
-        .order_by("-created", "-id")[:limit]
-    )
-
-
-def monitor_derived(*, limit: int = MONITOR_ROWS) -> list[DerivedJob]:
-    """The newest summary and memory jobs, failed ones first."""
-    jobs = DerivedJob.objects.select_related("campaign__owner")
-    failed = list(jobs.filter(state=DerivedJob.State.FAILED).order_by("-updated")[:limit])
-    rest = list(jobs.exclude(state=DerivedJob.State.FAILED).order_by("-updated")[: max(0, limit - len(failed))])
-    return failed + rest
-
-
 def derived_trouble(campaign: Campaign) -> list[DerivedJob]:
     """This story's failed summary and memory jobs, for the play page's notice
     (on its current lineage: an abandoned branch's troubles are not the reader's now)."""

@@ -84,10 +84,7 @@ def _refuse_over_reader_cap(campaign: Campaign) -> None:
     capped, so one reader's tabs cannot fill the narration workers that the
     other readers of the instance share."""
     cap = settings.LOREMASTER_NARRATIONS_PER_READER
-    busy = Action.objects.filter(
-        campaign__owner_id=campaign.owner_id, kind=Action.Kind.AI,
-        status__in=[Action.Status.PENDING, Action.Status.STREAMING],
-    ).count()
+    busy = Action.objects.in_flight().filter(campaign__owner_id=campaign.owner_id, kind=Action.Kind.AI).count()
     if busy >= cap:
         raise TurnRefused(
             f"You already have {busy} narration{'s' if busy != 1 else ''} being written in your other stories. "
@@ -330,7 +327,7 @@ def narration_stop(*, action: Action, now: datetime) -> bool:
     next chunk (or when its stalled call times out), keeps that text rather
     than what arrived after the click, and stores the snapshot."""
     return bool(
-        Action.objects.filter(pk=action.pk, status__in=[Action.Status.PENDING, Action.Status.STREAMING]).update(
+        Action.objects.in_flight().filter(pk=action.pk).update(
             status=Action.Status.STOPPED, stop_requested=True, heartbeat=None
         )
     )

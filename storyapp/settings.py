@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "endpoints",
     "storyapp",
     "knowledge",
+    "ops",
 ]
 
 MIDDLEWARE = [
@@ -219,7 +220,7 @@ else:
 # ---------------------------------------------------------------- Celery
 REDIS_URL = env_str("REDIS_URL")
 #: A message is acknowledged as its task starts. The database, not the
-#: broker, says what is unfinished (storyapp.liveness: the workers' sweep
+#: broker, says what is unfinished (ops.sweeper: the workers' sweep
 #: hands a dead worker's work to another), and an unacknowledged message is
 #: what brings a Celery 5.7 worker down when Redis restarts: kombu restores
 #: it through the connection it has just closed (AttributeError on

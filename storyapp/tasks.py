@@ -1,6 +1,7 @@
 from celery import shared_task
 
 from endpoints.embeddings import EmbeddingUnavailable
+from lifecycle import policy
 
 from . import derived, narration
 from .models import DerivedJob
@@ -19,7 +20,7 @@ def derive(self, job_id: int) -> None:
     retries = self.request.retries
     try:
         derived.run(job_id, final_attempt=retries >= self.max_retries)
-    except derived.RetryLater as exc:
+    except policy.RetryLater as exc:
         raise self.retry(exc=exc, countdown=exc.countdown) from exc
 
 
@@ -30,4 +31,4 @@ def reembed_memories(self, campaign_id: int) -> None:
     try:
         derived.memories_reembed(campaign_id)
     except EmbeddingUnavailable as exc:
-        raise self.retry(exc=exc, countdown=derived.BACKOFF_SECONDS[min(self.request.retries, 1)]) from exc
+        raise self.retry(exc=exc, countdown=policy.backoff(self.request.retries + 1)) from exc

@@ -45,6 +45,5 @@ urlpatterns = [
     path("campaigns/<int:pk>/", include(campaign_patterns)),
     path("", include("knowledge.urls")),
     path("models/", views.connect_model, name="connect_model"),
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
+    path("", include("ops.urls")),
 ]

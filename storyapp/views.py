@@ -12,22 +12,24 @@ import json
 import re
 import time
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
 from endpoints.client import endpoint_for
+from lifecycle import workers
 
-from . import bundle, cards, health, inspector, lineage, quotas, selectors, services, storyexport
+from . import bundle, cards, inspector, lineage, quotas, selectors, services, storyexport
 from .access import action_for, campaign_for
 from .forms import (
     ActionEditForm,
@@ -555,7 +557,7 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
             status = row["status"]
             if status == Action.Status.PENDING and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
                 workers_checked = time.monotonic()
-                unserved = not await health.serving_queue(settings.NARRATION_QUEUE, now=timezone.now())
+                unserved = not await sync_to_async(workers.serving)(settings.NARRATION_QUEUE, now=timezone.now())
             if status == Action.Status.PENDING and unserved:
                 status = NO_NARRATOR
             if status in STREAM_STATUS and status != told:
@@ -612,19 +614,3 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
 def connect_model(request: HttpRequest) -> HttpResponse:
     """How to connect a real model; linked from every scripted demo narration."""
     return render(request, "storyapp/connect_model.html", {"admin_url": reverse("admin:endpoints_endpointprofile_changelist")})
-
-
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    """The process is up and answering; nothing else is asked."""
-    return JsonResponse({"status": "ok"})
-
-
-@require_GET
-def readyz(request: HttpRequest) -> JsonResponse:
-    """Database, migrations, broker and a live worker on each queue, as JSON;
-    503 when any fails, so a load balancer stops sending readers here."""
-    checks = health.readiness(now=timezone.now())
-    ready = all(check.ok for check in checks)
-    body = {"status": "ready" if ready else "not ready", "checks": {c.name: c.as_record() for c in checks}}
-    return JsonResponse(body, status=200 if ready else 503)

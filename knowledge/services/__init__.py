@@ -23,8 +23,8 @@ The modules, each importing only those listed after it:
 - `sources`: what a reader or an importer does to a source (upload, create,
   change its settings, delete, re-index), and the always-include guard.
 - `indexing`: running one job: the claim, chunking, embedding, the swap.
-- `liveness`: how long a job may go unheard from, worker heartbeats, and
-  putting the jobs of dead workers back in the queue.
+- `liveness`: putting the jobs of dead workers back in the queue, and
+  re-sending lost messages (knowledge's part of the workers' sweep).
 - `jobs`: making and sending job rows, and what an operator does to them.
 
 Callers use `services.X` or `from knowledge.services import X`; every such
@@ -32,9 +32,7 @@ name is re-exported here.
 """
 
 from .indexing import (
-    BACKOFF_SECONDS,
     MAX_RETRIES,
-    RetryLater,
     campaigns_using,
     count_tokens,
     embeddings_refresh,
@@ -43,14 +41,7 @@ from .indexing import (
     job_run,
 )
 from .jobs import FAIR_SHARE, dispatch, job_cancel, job_retry
-from .liveness import (
-    STALE_AFTER,
-    jobs_recover,
-    jobs_resend_lost,
-    worker_gone,
-    worker_heartbeat,
-    worker_name,
-)
+from .liveness import jobs_recover, jobs_resend_lost
 from .lorebooks import LOREBOOK_SUFFIXES, book_of, entry_update, lorebook_create, world_info_of
 from .sources import (
     ALLOWED_SUFFIXES,
@@ -77,13 +68,10 @@ __all__ = [
     "lorebook_create",
     "read_upload",
     "world_info_of",
-    "BACKOFF_SECONDS",
     "MAX_RETRIES",
-    "STALE_AFTER",
     "DuplicateSource",
     "ImportRefused",
     "ImportResult",
-    "RetryLater",
     "content_hash",
     "count_tokens",
     "campaigns_using",
@@ -107,7 +95,4 @@ __all__ = [
     "source_update",
     "sources_import",
     "title_for",
-    "worker_gone",
-    "worker_heartbeat",
-    "worker_name",
 ]

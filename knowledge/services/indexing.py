@@ -13,7 +13,6 @@ import logging
 import traceback
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -22,31 +21,21 @@ from django.utils import timezone
 from contextbuild.tokens import encoding
 from endpoints import calibration, embeddings
 from endpoints.models import EndpointProfile
-from storyapp import liveness
+from lifecycle import policy, workers
 from storyapp.models import Campaign
 
 from .. import hubs, lexical
 from ..chunking import chunk_entries, chunk_text
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .jobs import _enqueue, _job_for, _source_after_stop
-from .liveness import STALE_AFTER, worker_name
 
 log = logging.getLogger(__name__)
 
-#: The retries a task makes on a temporary endpoint failure, and their spacing.
-MAX_RETRIES = 5
-BACKOFF_SECONDS = (10, 30, 60, 120, 300)
+#: The retries a task makes on a temporary endpoint failure: one per step
+#: of the lifecycle's backoff.
+MAX_RETRIES = len(policy.BACKOFF_SECONDS)
 BULK_BATCH = 500
 Source = KnowledgeSource
-
-
-class RetryLater(Exception):
-    """The job met a temporary failure and went back to the queue, to be
-    tried again after `countdown` seconds."""
-
-    def __init__(self, error: str, countdown: int):
-        super().__init__(error)
-        self.countdown = countdown
 
 
 class _Abandoned(Exception):
@@ -62,16 +51,8 @@ def count_tokens(text: str) -> int:
 def job_claim(job_id: int, *, now: datetime, worker: str, task_id: str = "") -> IndexJob | None:
     """Takes the job for this process, or None when it is not ours to run:
     already done, failed, cancelled, or running under a live heartbeat."""
-    claimable = Q(state=IndexJob.State.QUEUED) | Q(state=IndexJob.State.RUNNING, heartbeat__lt=now - STALE_AFTER)
-    claimed = IndexJob.objects.filter(claimable, pk=job_id).update(
-        state=IndexJob.State.RUNNING,
-        attempts=F("attempts") + 1,
-        started=now,
-        heartbeat=now,
-        finished=None,
-        worker=worker[:200],
-        task_id=task_id[:64],
-        progress=0,
+    claimed = IndexJob.objects.claim(
+        job_id, now=now, started=now, finished=None, worker=worker[:200], task_id=task_id[:64], progress=0,
         step="Starting",
     )
     if not claimed:
@@ -102,12 +83,13 @@ def job_run(
     A temporary endpoint failure puts the job back in the queue and raises
     RetryLater, unless this is the final attempt, which fails it.
     """
-    job = job_claim(job_id, now=now, worker=worker_name(), task_id=task_id)
+    job = job_claim(job_id, now=now, worker=workers.this_worker(), task_id=task_id)
     if job is None:
         return None
     attempt = job.attempts
     try:
-        with liveness.beating(partial(_alive, job.pk, attempt, clock)):
+        # The heartbeat between progress updates (a slow embedding batch).
+        with IndexJob.objects.filter(pk=job.pk, attempts=attempt).beating(clock):
             if job.kind == IndexJob.Kind.EMBED:
                 _run_embed(job, attempt, clock)
             else:
@@ -115,10 +97,10 @@ def job_run(
     except _Abandoned:
         log.info("Index job %s was cancelled or taken over; stopping.", job_id)
     except embeddings.EmbeddingUnavailable as exc:
-        if not final_attempt:
-            countdown = BACKOFF_SECONDS[min(attempt - 1, len(BACKOFF_SECONDS) - 1)]
+        countdown = policy.retry_in(attempt, final=final_attempt)
+        if countdown is not None:
             _job_release(job, attempt, str(exc), retry_at=clock() + timedelta(seconds=countdown))
-            raise RetryLater(str(exc), countdown) from exc
+            raise policy.RetryLater(str(exc), countdown) from exc
         _job_fail(job, attempt, f"{exc} (gave up after {attempt} attempts)", now=clock())
     except embeddings.EmbeddingFailed as exc:
         _job_fail(job, attempt, str(exc), now=clock())
@@ -128,11 +110,6 @@ def job_run(
                   now=clock(), detail=traceback.format_exc())
     _enqueue(job)  # this reader's next held job may go
     return IndexJob.objects.filter(pk=job_id).first()
-
-
-def _alive(job_id: int, attempt: int, clock: Callable[[], datetime]) -> None:
-    """The heartbeat, between progress updates (a slow embedding batch)."""
-    IndexJob.objects.filter(pk=job_id, state=IndexJob.State.RUNNING, attempts=attempt).update(heartbeat=clock())
 
 
 def _beat(job: IndexJob, attempt: int, *, now: datetime, progress: int, step: str) -> None:

@@ -17,8 +17,9 @@ from datetime import datetime
 from functools import partial
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
+
+from lifecycle import sending
 
 from ..models import IndexJob, KnowledgeSource
 
@@ -31,20 +32,22 @@ Source = KnowledgeSource
 #: stands in front of another reader's one upload: that waits behind at most
 #: this many of them, then takes its turn.
 FAIR_SHARE = 2
+#: The task that runs a job (knowledge.tasks), named: it imports this package.
+INDEX_JOB = "knowledge.tasks.index_job"
 
 
 def _job_for(source: KnowledgeSource, *, kind: str) -> IndexJob:
     """The source's active job, or a new queued one. At most one job per
     source is active (a database constraint); an active index job also
     embeds, so it stands in for a requested re-embed."""
-    active = IndexJob.objects.filter(source=source, state__in=IndexJob.ACTIVE).first()
+    active = IndexJob.objects.in_flight().filter(source=source).first()
     if active is not None:
         return active
     try:
         with transaction.atomic():
             job = IndexJob.objects.create(source=source, kind=kind, content_sha256=source.sha256)
     except IntegrityError:
-        return IndexJob.objects.get(source=source, state__in=IndexJob.ACTIVE)
+        return IndexJob.objects.in_flight().get(source=source)
     if kind == IndexJob.Kind.INDEX:
         Source.objects.filter(pk=source.pk).exclude(index_state=Source.IndexState.READY).update(
             index_state=Source.IndexState.PENDING, error=""
@@ -64,28 +67,17 @@ def _enqueue(job: IndexJob) -> None:
 def dispatch(*, owner_id: int) -> list[int]:
     """Sends the reader's oldest held jobs, up to their FAIR_SHARE in flight.
     A broker that refuses leaves the job held, for the workers' sweep."""
-    from ..tasks import index_job
-
     mine = IndexJob.objects.filter(source__campaign__owner_id=owner_id)
-    in_flight = mine.filter(
-        Q(state=IndexJob.State.RUNNING) | Q(state=IndexJob.State.QUEUED, heartbeat__isnull=False)
-    ).count()
-    held = (
-        mine.filter(state=IndexJob.State.QUEUED, heartbeat__isnull=True)
-        .order_by("created", "pk")
-        .values_list("pk", flat=True)[: max(0, FAIR_SHARE - in_flight)]
-    )
+    held = mine.held().order_by("created", "pk").values_list("pk", flat=True)
     sent = []
-    for job_id in list(held):
-        if not IndexJob.objects.filter(pk=job_id, state=IndexJob.State.QUEUED, heartbeat__isnull=True).update(
-            heartbeat=timezone.now()
-        ):
+    for job_id in list(held[: max(0, FAIR_SHARE - mine.sent().count())]):
+        if not IndexJob.objects.held().filter(pk=job_id).update(heartbeat=timezone.now()):
             continue
         try:
-            index_job.delay(job_id)
+            sending.send(INDEX_JOB, job_id)
         except Exception:
             log.exception("Could not send index job %s; it stays held for the sweep", job_id)
-            IndexJob.objects.filter(pk=job_id, state=IndexJob.State.QUEUED).update(heartbeat=None)
+            IndexJob.objects.waiting().filter(pk=job_id).update(heartbeat=None)
             break
         sent.append(job_id)
     return sent
@@ -94,11 +86,7 @@ def dispatch(*, owner_id: int) -> list[int]:
 def dispatch_held() -> None:
     """The sweep's backstop: sends held jobs of every reader who has some
     (a dispatch missed when a worker died between a job's end and its next)."""
-    owners = (
-        IndexJob.objects.filter(state=IndexJob.State.QUEUED, heartbeat__isnull=True)
-        .values_list("source__campaign__owner_id", flat=True)
-        .distinct()
-    )
+    owners = IndexJob.objects.held().values_list("source__campaign__owner_id", flat=True).distinct()
     for owner_id in list(owners):
         dispatch(owner_id=owner_id)
 
@@ -118,7 +106,7 @@ def _source_after_stop(source_id: int, error: str) -> None:
 def job_cancel(*, job: IndexJob, now: datetime) -> bool:
     """Stops a queued or running job. A running worker notices at its next
     heartbeat and stores nothing."""
-    cancelled = IndexJob.objects.filter(pk=job.pk, state__in=IndexJob.ACTIVE).update(
+    cancelled = IndexJob.objects.in_flight().filter(pk=job.pk).update(
         state=IndexJob.State.CANCELLED, finished=now, step="Cancelled", error="Cancelled by an operator."
     )
     if cancelled:

@@ -1,8 +1,6 @@
-"""Telling a live worker from a dead one: the heartbeat timing, the workers'
-heartbeat rows, and putting a dead worker's jobs back in the queue.
-
-Its own module so the timings live in one place and can be tuned without
-reading the indexing code: `STALE_AFTER` is defined here and nowhere else.
+"""Putting the jobs of dead workers back in the queue, and re-sending the
+ones whose message was lost: knowledge's part of the workers' sweep
+(lifecycle.signals.periodic_sweep; the timings are lifecycle.policy's).
 """
 
 from __future__ import annotations
@@ -10,27 +8,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import transaction
 
-from storyapp import liveness
+from lifecycle import policy
 
-from ..models import IndexJob, WorkerHeartbeat
+from ..models import IndexJob
 from .jobs import _enqueue, dispatch_held
 
 log = logging.getLogger(__name__)
-
-#: A running job whose heartbeat is older than this is taken to be orphaned
-#: (its worker beats while it runs: storyapp.liveness, the one definition);
-#: a worker restart on the same host recovers its dead predecessor's jobs at
-#: once instead (see `jobs_recover`).
-STALE_AFTER = liveness.STALE_AFTER
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def jobs_recover(*, now: datetime, restarted_worker: str = "") -> list[int]:
@@ -43,15 +30,13 @@ def jobs_recover(*, now: datetime, restarted_worker: str = "") -> list[int]:
     """
     host = socket.gethostname()
     orphaned = []
-    for job_id, worker, heartbeat in IndexJob.objects.filter(state=IndexJob.State.RUNNING).values_list(
-        "pk", "worker", "heartbeat"
-    ):
-        if heartbeat is None or heartbeat < now - STALE_AFTER or _dead_here(worker, host, restarted_worker):
+    for job_id, worker, heartbeat in IndexJob.objects.running().values_list("pk", "worker", "heartbeat"):
+        if policy.is_stale(heartbeat, now) or _dead_here(worker, host, restarted_worker):
             orphaned.append((job_id, worker))
     recovered = []
     for job_id, worker in orphaned:
         with transaction.atomic():
-            if IndexJob.objects.filter(pk=job_id, state=IndexJob.State.RUNNING, worker=worker).update(
+            if IndexJob.objects.running().filter(pk=job_id, worker=worker).update(
                 state=IndexJob.State.QUEUED, step="Requeued: its worker stopped", worker="", heartbeat=None
             ):
                 _enqueue(IndexJob(pk=job_id))
@@ -67,18 +52,19 @@ def jobs_resend_lost(*, now: datetime) -> list[int]:
     held jobs again. A message that turns up after all is refused by the
     claim; a job waiting its turn behind others' is sent twice, harmlessly,
     and never more than FAIR_SHARE of one reader's."""
-    lost = list(
-        IndexJob.objects.filter(state=IndexJob.State.QUEUED, heartbeat__lt=now - STALE_AFTER).values_list(
-            "pk", flat=True
-        )
-    )
+    lost = list(IndexJob.objects.stale(now).waiting().values_list("pk", flat=True))
     if lost:
-        IndexJob.objects.filter(pk__in=lost, state=IndexJob.State.QUEUED, heartbeat__lt=now - STALE_AFTER).update(
-            heartbeat=None
-        )
+        IndexJob.objects.stale(now).waiting().filter(pk__in=lost).update(heartbeat=None)
         log.warning("Sending again index jobs whose message was not picked up: %s", lost)
     dispatch_held()
     return lost
+
+
+def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
+    """The workers' periodic sweep: index jobs of dead workers and lost
+    messages, and held jobs a missed dispatch left waiting."""
+    jobs_recover(now=now)
+    jobs_resend_lost(now=now)
 
 
 def _dead_here(worker: str, host: str, restarted_worker: str) -> bool:
@@ -94,14 +80,3 @@ def _dead_here(worker: str, host: str, restarted_worker: str) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def worker_heartbeat(*, name: str, now: datetime, queues: Sequence[str] = (), local_models: Sequence[str] = ()) -> None:
-    WorkerHeartbeat.objects.update_or_create(
-        name=name[:200],
-        defaults={"seen": now, "queues": ",".join(queues)[:200], "local_models": ",".join(local_models)[:200]},
-    )
-
-
-def worker_gone(*, name: str) -> None:
-    WorkerHeartbeat.objects.filter(name=name[:200]).delete()

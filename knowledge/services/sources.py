@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
+from lifecycle.policy import RetryLater
 from storyapp.models import Campaign
 
 from ..models import (
@@ -29,7 +30,7 @@ from ..models import (
     KnowledgeEmbedding,
     KnowledgeSource,
 )
-from .indexing import RetryLater, job_run
+from .indexing import job_run
 from .jobs import _enqueue, _job_for
 
 ALLOWED_SUFFIXES = (".md", ".markdown", ".txt")
@@ -232,7 +233,7 @@ def source_index_now(source: KnowledgeSource, *, attempts: int = 3, pause: float
         except RetryLater:
             time.sleep(pause * 2**attempt)
     deadline = time.monotonic() + 30 * 60
-    while IndexJob.objects.filter(pk=job.pk, state__in=IndexJob.ACTIVE).exists() and time.monotonic() < deadline:
+    while IndexJob.objects.in_flight().filter(pk=job.pk).exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     source.refresh_from_db()
     return source

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from knowledge import services, tasks
 from knowledge.models import IndexJob, KnowledgeSource
+from lifecycle import policy
 from tests.factories import CampaignFactory
 from tests.knowledge.test_library_pages import md, post_files
 
@@ -53,7 +54,7 @@ def test_a_job_whose_message_was_lost_is_sent_again(alice, lexical_profile, sent
     [job_id] = _sources(CampaignFactory(owner=alice, endpoint=lexical_profile, title="One"), 1,
                         django_capture_on_commit_callbacks)
     assert services.jobs_resend_lost(now=timezone.now()) == [], "a message just sent is left to arrive"
-    later = timezone.now() + services.STALE_AFTER + timedelta(seconds=1)
+    later = timezone.now() + policy.STALE_AFTER + timedelta(seconds=1)
     assert services.jobs_resend_lost(now=later) == [job_id]
     assert sent == [job_id, job_id]
 
@@ -62,7 +63,7 @@ def test_a_job_waiting_for_its_retry_is_not_taken_for_lost(alice, lexical_profil
     [job_id] = _sources(CampaignFactory(owner=alice, endpoint=lexical_profile, title="One"), 1,
                         django_capture_on_commit_callbacks)
     IndexJob.objects.filter(pk=job_id).update(heartbeat=timezone.now() + timedelta(seconds=300))
-    assert services.jobs_resend_lost(now=timezone.now() + services.STALE_AFTER * 2) == []
+    assert services.jobs_resend_lost(now=timezone.now() + policy.STALE_AFTER * 2) == []
 
 
 def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaign, settings):

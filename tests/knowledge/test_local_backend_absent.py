@@ -10,7 +10,7 @@ from endpoints import localembed
 from endpoints.embeddings import for_retrieval
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
-from knowledge.services import worker_heartbeat
+from ops import sweeper, worker
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 from tests.knowledge.lore import SCENE, WESTHAVEN
 
@@ -63,7 +63,7 @@ def test_a_web_process_refuses_to_embed_and_the_query_costs_only_the_semantic_ha
 
 
 def test_the_profile_page_says_the_workers_cannot_run_it(client, local_campaign):
-    worker_heartbeat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[])
+    sweeper.beat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[])
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     profile = local_campaign.endpoint
     page = client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
@@ -72,7 +72,7 @@ def test_the_profile_page_says_the_workers_cannot_run_it(client, local_campaign)
 
 
 def test_the_profile_page_says_so_when_a_worker_can(client, local_campaign):
-    worker_heartbeat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[localembed.MINILM])
+    sweeper.beat(name="host:1", now=timezone.now(), queues=["celery"], local_models=[localembed.MINILM])
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     profile = local_campaign.endpoint
     page = client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
@@ -92,11 +92,10 @@ def test_a_worker_that_starts_with_a_new_instance_default_re_embeds_to_it(
     settings, alice, model, library, django_capture_on_commit_callbacks
 ):
     from knowledge.models import KnowledgeSource
-    from knowledge.signals import follow_instance_default
 
     campaign = CampaignFactory(owner=alice, endpoint=EndpointProfileFactory(base_url=model.base_url, embedding_model=""))
     library(campaign, WESTHAVEN, filename="westhaven.md")
     settings.LOREMASTER_EMBEDDING_MODEL = "demo-embed"
     with django_capture_on_commit_callbacks(execute=True):
-        follow_instance_default()
+        worker.follow_instance_default()
     assert KnowledgeSource.objects.get(campaign=campaign).embedding_model == "demo-embed"

@@ -26,6 +26,7 @@ from knowledge.models import (
     KnowledgeSource,
 )
 from knowledge.query import QueryInputs
+from lifecycle import policy
 from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import (
     CampaignFactory,
@@ -217,7 +218,7 @@ def test_a_job_with_a_live_worker_and_a_fresh_heartbeat_is_left_alone(campaign):
 
 def test_a_job_whose_heartbeat_went_stale_can_be_claimed_again(campaign):
     source = KnowledgeSourceFactory(campaign=campaign, content=OLD)
-    long_ago = timezone.now() - services.STALE_AFTER - timedelta(seconds=1)
+    long_ago = timezone.now() - policy.STALE_AFTER - timedelta(seconds=1)
     job = IndexJobFactory(source=source, state=IndexJob.State.RUNNING, attempts=1, heartbeat=long_ago,
                           worker="elsewhere:1")
     services.job_run(job_id=job.pk, now=timezone.now())

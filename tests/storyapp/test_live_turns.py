@@ -9,6 +9,7 @@ import re
 import httpx
 import pytest
 
+from ops.models import WorkerHeartbeat
 from storyapp.models import Action
 from tests import live
 from tests.factories import CampaignFactory
@@ -108,8 +109,6 @@ def test_twenty_readers_follow_one_narration_at_once(stack, model):
 
 
 def test_a_real_worker_reports_its_queues_and_the_instance_becomes_ready(stack):
-    from knowledge.models import WorkerHeartbeat
-
     base, _ = stack
     beat = live.wait_for(lambda: WorkerHeartbeat.objects.exclude(queues="").first(), timeout=30)
     assert set(beat.queues.split(",")) == {"celery", "narration"}

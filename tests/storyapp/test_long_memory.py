@@ -10,6 +10,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from lifecycle import policy
 from storyapp import lineage, services
 from storyapp.models import Action, DerivedJob, Memory, Summary
 from tests.factories import CampaignFactory, EndpointProfileFactory
@@ -186,7 +187,7 @@ def test_a_job_lost_with_its_message_is_sent_again_once_stale(campaign, play_cha
     with django_capture_on_commit_callbacks(execute=True):
         derived.after_narration(done.pk)
     assert sent == [job.pk], "a fresh queued job is not sent twice"
-    DerivedJob.objects.filter(pk=job.pk).update(updated=timezone.now() - derived.STALE_AFTER - timedelta(seconds=1))
+    DerivedJob.objects.filter(pk=job.pk).update(updated=timezone.now() - policy.STALE_AFTER - timedelta(seconds=1))
     play_chamber(2, "a")
     assert sent.count(job.pk) == 2, "the next turn's sweep sends it again"
 
@@ -203,7 +204,7 @@ def test_a_second_delivery_leaves_a_running_job_alone_and_a_done_one_done(campai
     derived.run(job.pk, final_attempt=False)
     job.refresh_from_db()
     assert (job.state, job.attempts) == (DerivedJob.State.RUNNING, 0), "another worker has it"
-    DerivedJob.objects.filter(pk=job.pk).update(updated=timezone.now() - derived.STALE_AFTER - timedelta(seconds=1))
+    DerivedJob.objects.filter(pk=job.pk).update(updated=timezone.now() - policy.STALE_AFTER - timedelta(seconds=1))
     derived.run(job.pk, final_attempt=False)
     job.refresh_from_db()
     assert (job.state, job.attempts) == (DerivedJob.State.DONE, 1), "a stale one is taken over"

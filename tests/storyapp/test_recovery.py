@@ -10,19 +10,20 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from storyapp import derived, liveness, narration, services
+from lifecycle import beat, policy
+from storyapp import derived, narration, services
 from storyapp.models import Action, DerivedJob
 from tests.factories import ActionFactory, CampaignFactory
 
 
 def _stale():
-    return timezone.now() - liveness.STALE_AFTER - timedelta(seconds=1)
+    return timezone.now() - policy.STALE_AFTER - timedelta(seconds=1)
 
 
 def test_the_stale_figures_repair_a_fault_within_a_minute():
     """A killed worker's last beat, the wait until it is stale, and the
     sweep that notices, leave most of the minute for the narration itself."""
-    worst = liveness.BEAT_SECONDS + liveness.STALE_AFTER.total_seconds() + liveness.SWEEP_SECONDS
+    worst = policy.BEAT_SECONDS + policy.STALE_AFTER.total_seconds() + policy.SWEEP_SECONDS
     assert worst <= 40
 
 
@@ -71,7 +72,7 @@ def test_a_retry_starts_the_attempts_afresh(campaign, model, django_capture_on_c
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_waiting_on_a_slow_model_keeps_its_narration_alive(alice, endpoint, model, monkeypatch):
     """No text arrives for a while, yet the heartbeat moves: the sweep leaves it be."""
-    monkeypatch.setattr(liveness, "BEAT_SECONDS", 0.2)
+    monkeypatch.setattr(policy, "BEAT_SECONDS", 0.2)
     campaign = CampaignFactory(owner=alice, endpoint=endpoint)
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
                            heartbeat=timezone.now())
@@ -93,7 +94,7 @@ def test_work_inside_a_transaction_does_not_beat(db):
     """Its rows are invisible to others until it commits, and a beat from
     another connection would wait on the work's own locks."""
     touched = []
-    with transaction.atomic(), liveness.beating(lambda: touched.append(1), every=0.01):
+    with transaction.atomic(), beat.beating(lambda: touched.append(1), every=0.01):
         time.sleep(0.1)
     assert touched == []
 
@@ -101,7 +102,7 @@ def test_work_inside_a_transaction_does_not_beat(db):
 @pytest.mark.django_db(transaction=True)
 def test_work_outside_a_transaction_beats_until_it_ends():
     touched = []
-    with liveness.beating(lambda: touched.append(1), every=0.01):
+    with beat.beating(lambda: touched.append(1), every=0.01):
         time.sleep(0.2)
     count = len(touched)
     time.sleep(0.05)
@@ -112,11 +113,11 @@ def test_a_summary_waiting_for_its_next_attempt_is_not_taken_for_lost(campaign):
     anchor = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="Done.")
     job = DerivedJob.objects.create(campaign=campaign, kind=DerivedJob.Kind.SUMMARY, anchor=anchor,
                                     key="summary:test", state=DerivedJob.State.RUNNING, attempts=2)
-    with pytest.raises(derived.RetryLater) as raised:
+    with pytest.raises(policy.RetryLater) as raised:
         derived._failed(job, "The summarizer is down.", final=False)
-    assert raised.value.countdown == derived.BACKOFF_SECONDS[1]
+    assert raised.value.countdown == policy.backoff(2)
     job.refresh_from_db()
     assert job.state == DerivedJob.State.QUEUED
-    assert not DerivedJob.objects.filter(derived._stale(), pk=job.pk).exists()
+    assert not DerivedJob.objects.stale(timezone.now()).filter(pk=job.pk).exists()
     DerivedJob.objects.filter(pk=job.pk).update(updated=_stale())
-    assert DerivedJob.objects.filter(derived._stale(), pk=job.pk).exists()
+    assert DerivedJob.objects.stale(timezone.now()).filter(pk=job.pk).exists()

@@ -8,6 +8,8 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
+from ops import sweeper
+from ops.models import WorkerHeartbeat
 from storyapp import narration, services, views
 from storyapp.models import Action
 from tests.factories import ActionFactory
@@ -79,8 +81,6 @@ def test_a_stream_ends_when_a_new_worker_starts_the_narration_afresh(client, cam
     ("celery,narration", "Waiting for a worker"),
 ])
 def test_a_waiting_narration_says_whether_any_worker_can_take_it(client, campaign, monkeypatch, queues, says):
-    from knowledge.models import WorkerHeartbeat
-
     monkeypatch.setattr(views, "STREAM_MAX_SECONDS", 0.3)
     if queues:
         WorkerHeartbeat.objects.create(name="w@host:1", seen=timezone.now(), queues=queues)
@@ -148,8 +148,6 @@ def test_an_unexpected_error_fails_the_narration_instead_of_leaving_it_busy(camp
 
 
 def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaign, model, client):
-    from knowledge import signals
-
     action = ActionFactory(
         campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
         heartbeat=timezone.now() - timedelta(minutes=5),
@@ -159,6 +157,6 @@ def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaig
     action.refresh_from_db()
     assert action.status == Action.Status.PENDING, "the play page does not write on GET"
     model.script({"reply": "Found again."})
-    signals._sweep()
+    sweeper.sweep_once(timezone.now())
     action.refresh_from_db()
     assert action.status == Action.Status.DONE and action.text == "Found again."

@@ -11,8 +11,13 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from lifecycle.workers import Worker
+from storyapp.celery import app
+
+from .models import WorkerHeartbeat
+
 #: A worker that has not beaten for this long is taken to be dead (it beats
-#: every 10 s; knowledge.signals).
+#: every 10 s; ops.sweeper).
 WORKER_ALIVE_WITHIN = timedelta(seconds=45)
 #: The queues a worker must be serving: the default one (indexing,
 #: summaries, memories) and the narrations'.
@@ -51,8 +56,6 @@ def migrations() -> Check:
 
 
 def broker() -> Check:
-    from .celery import app
-
     try:
         with app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT)
@@ -61,27 +64,26 @@ def broker() -> Check:
         return Check("broker", False, f"{type(exc).__name__}: {exc}"[:200])
 
 
+def live_workers(now: datetime) -> list[Worker]:
+    """The workers whose heartbeat row is fresh (lifecycle.workers asks)."""
+    rows = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list(
+        "name", "queues", "local_models"
+    )
+    return [Worker(name, _listed(queues), _listed(local_models)) for name, queues, local_models in rows]
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(item for item in text.split(",") if item)
+
+
 def workers(*, now: datetime) -> Check:
     """At least one live worker on each queue."""
-    from knowledge.models import WorkerHeartbeat
-
-    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("queues", flat=True)
-    served = {queue for queues in live for queue in queues.split(",") if queue}
+    live = live_workers(now)
+    served = {queue for worker in live for queue in worker.queues}
     missing = [queue for queue in QUEUES if queue not in served]
     if missing:
         return Check("workers", False, "no live worker on the queue " + ", ".join(missing))
     return Check("workers", True, f"{len(live)} live worker{'s' if len(live) != 1 else ''}")
-
-
-async def serving_queue(queue: str, *, now: datetime) -> bool:
-    """Whether a live worker serves the queue (for a stream that waits on it)."""
-    from knowledge.models import WorkerHeartbeat
-
-    live = WorkerHeartbeat.objects.filter(seen__gte=now - WORKER_ALIVE_WITHIN).values_list("queues", flat=True)
-    async for queues in live:
-        if queue in queues.split(","):
-            return True
-    return False
 
 
 def readiness(*, now: datetime) -> list[Check]:

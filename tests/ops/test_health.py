@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from knowledge.models import WorkerHeartbeat
+from ops.models import WorkerHeartbeat
 
 
 def test_healthz_answers_without_a_login(client, db):

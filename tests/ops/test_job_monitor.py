@@ -4,7 +4,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from knowledge.models import IndexJob, KnowledgeSource, WorkerHeartbeat
+from knowledge.models import IndexJob, KnowledgeSource
+from ops.models import WorkerHeartbeat
 from tests.factories import IndexJobFactory, KnowledgeSourceFactory, UserFactory
 
 

@@ -1,14 +1,5 @@
-"""How long running work may stay silent before it is taken to be dead.
-
-Narrations, summary and memory jobs and index jobs all run in workers that
-can be killed at any moment, and their broker messages can be lost (a Redis
-restart, a deleted queue). Each piece of running work therefore touches its
-own row while it runs, from a thread beside the work, so a worker waiting a
-long time on a model is never mistaken for a dead one; a row that misses a
-few beats belongs to a worker that is gone, and the workers' sweep hands the
-work to another. One set of figures for all of them, so that a fault is
-repaired within the same minute whatever it interrupted.
-"""
+"""The liveness beat: running work touches its own row from a thread beside
+it (lifecycle.policy says how often, and why)."""
 
 from __future__ import annotations
 
@@ -16,23 +7,17 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 
 from django.db import connection, connections
 
-log = logging.getLogger(__name__)
+from . import policy
 
-#: How often running work touches its row.
-BEAT_SECONDS = 5.0
-#: Four missed beats: the worker is gone and the work may be taken over.
-STALE_AFTER = timedelta(seconds=20)
-#: How often the workers look for stale work (one worker per period does).
-SWEEP_SECONDS = 10.0
+log = logging.getLogger(__name__)
 
 
 @contextmanager
 def beating(touch: Callable[[], object], *, every: float | None = None) -> Iterator[None]:
-    """Runs `touch` every `every` seconds (BEAT_SECONDS) in a thread of its
+    """Runs `touch` every `every` seconds (policy.BEAT_SECONDS) in a thread of its
     own while the block runs. The thread has its own database connection,
     closed when the block ends; a failed touch is logged and the next one
     tried.
@@ -49,7 +34,7 @@ def beating(touch: Callable[[], object], *, every: float | None = None) -> Itera
 
     def beat() -> None:
         try:
-            while not stop.wait(every or BEAT_SECONDS):
+            while not stop.wait(every or policy.BEAT_SECONDS):
                 try:
                     touch()
                 except Exception as exc:
