@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import httpx
 import openai
 
-from contextbuild.builder import COMPLETION_STOP
+from contextbuild.layout import COMPLETION_STOP
 
 from . import netguard
 from .endpoints import validate_base_url
