@@ -11,8 +11,11 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import bundle, cards, quotas, services
+from .. import cards, quotas, services
 from ..access import campaign_for
+from ..bundle import BundleError
+from ..bundle.importer import import_and_queue
+from ..bundle.validate import parse
 from ..forms import BundleUploadForm, CampaignForm, CardUploadForm
 from ..models import Campaign
 
@@ -45,8 +48,8 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"{upload.name} is too large to be a campaign bundle.")
         return redirect("campaign_list")
     try:
-        campaign = bundle.import_and_queue(bundle.parse(upload.read(), name=upload.name), owner=request.user)
-    except bundle.BundleError as exc:
+        campaign = import_and_queue(parse(upload.read(), name=upload.name), owner=request.user)
+    except BundleError as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return redirect("campaign_list")
     messages.success(request, f"Imported “{campaign.title}”; its lore is being indexed.")

@@ -9,15 +9,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.text import slugify
 
-from .. import bundle, storyexport
+from .. import storyexport
 from ..access import campaign_for
+from ..bundle.export import export
 from ..models import Campaign
 
 
 @login_required
 def campaign_export_bundle(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = campaign_for(request, pk)
-    response = HttpResponse(json.dumps(bundle.export(campaign), ensure_ascii=False, indent=1),
+    response = HttpResponse(json.dumps(export(campaign), ensure_ascii=False, indent=1),
                             content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_file_stem(campaign)}.loremaster.json"'
     return response
