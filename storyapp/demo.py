@@ -20,6 +20,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from demomodel.embedding import DIMENSIONS
+
 from .models import Campaign, EndpointProfile
 
 DEMO_USERNAME = "reader"
@@ -98,8 +100,6 @@ def reembed_outdated_demo_vectors(profile: EndpointProfile) -> int:
     those libraries. Returns how many sources were queued."""
     from knowledge import services
     from knowledge.models import KnowledgeEmbedding, KnowledgeSource
-
-    from .demomodel.embedding import DIMENSIONS
 
     outdated = (
         KnowledgeEmbedding.objects.filter(model=profile.embedding_model)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
+from demomodel.embedding import DIMENSIONS
 from knowledge import embeddings, lexical, retrieval, services, tasks
 from knowledge.embeddings import for_retrieval
 from knowledge.models import (
@@ -24,7 +25,6 @@ from knowledge.models import (
     KnowledgeSource,
 )
 from knowledge.query import QueryInputs
-from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import (
     CampaignFactory,
     EndpointProfileFactory,

@@ -6,8 +6,8 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from demomodel import DemoModelServer
 from storyapp import services
-from storyapp.demomodel import DemoModelServer
 from storyapp.endpoints import validate_base_url
 from storyapp.forms import EndpointProfileForm
 from storyapp.models import EndpointProfile

@@ -51,6 +51,7 @@ from django.utils import timezone
 
 from contextbuild import build_context
 from contextbuild.tokens import count_tokens, encoding
+from demomodel import DemoModelServer
 from knowledge import localembed
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary
@@ -60,7 +61,6 @@ from knowledge.models import EmbeddingCalibration, KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp import prompting
 from storyapp.celery import app as celery_app
-from storyapp.demomodel import DemoModelServer
 from storyapp.models import Action, Campaign, DerivedJob, EndpointProfile, Memory, Summary
 
 PARAGRAPH = (
