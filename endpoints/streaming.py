@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import httpx
 import openai
 
-from contextbuild.builder import COMPLETION_STOP
+from contextbuild.layout import COMPLETION_STOP
 
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, overflow_from

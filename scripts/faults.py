@@ -221,7 +221,7 @@ def percentile(ordered: list[float], p: float) -> float:
 
 
 class ModelScript:
-    """The demo model server's control API (storyapp/demomodel/handler.py):
+    """The demo model server's control API (demomodel/handler.py):
     steps for the next chat completions, or for the next summary requests."""
 
     def __init__(self, stack: Stack):

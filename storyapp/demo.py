@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from demomodel.embedding import DIMENSIONS
 from endpoints.models import EndpointProfile
 
 from .models import Campaign
@@ -100,8 +101,6 @@ def reembed_outdated_demo_vectors(profile: EndpointProfile) -> int:
     those libraries. Returns how many sources were queued."""
     from knowledge import services
     from knowledge.models import KnowledgeEmbedding, KnowledgeSource
-
-    from .demomodel.embedding import DIMENSIONS
 
     outdated = (
         KnowledgeEmbedding.objects.filter(model=profile.embedding_model)

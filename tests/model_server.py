@@ -6,8 +6,7 @@ Import both into `tests/conftest.py`. Tests script failures with
 
 import pytest
 
-from storyapp.demomodel import DemoModelServer
-
+from demomodel import DemoModelServer
 
 #: The window the test server's `/props` reports, as llama.cpp's does: larger
 #: than the profiles' budgets, so it is verified without capping them.

@@ -16,16 +16,8 @@ The shapes met in real files:
   same card, and reads `ccv3` first; so do we. The keyword is matched
   case-insensitively, and the version is read from the decoded `spec`, never
   from the chunk's name (a `chara` chunk may hold a V3 card).
-- A book entry's real SillyTavern settings (position, depth, probability,
-  groups, timers) live in its `extensions`; they are read as SillyTavern's
-  `convertCharacterBook` reads them and kept by SillyTavern's names, so a
-  card's book and a World Info file carry the same extras.
-- SillyTavern sets `use_regex: true` on every entry it exports ("ST keys
-  are always regex") whatever the keys are, and its `ccv3` copy carries
-  that flag into V3. So `use_regex` never turns a plain word into a
-  pattern: a key written `/…/flags` is a regex key in any version, and in a
-  V3 entry with `use_regex` a key that uses regex syntax (and compiles) is
-  kept as the pattern `/key/`; plain keys stay plain either way.
+
+The PNG's chunks are read in `png`, the book's entries in `cardbook`.
 """
 
 from __future__ import annotations
@@ -34,30 +26,13 @@ import base64
 import binascii
 import json
 import re
-import struct
-import zlib
 from dataclasses import replace
 
-from knowledge.lorebooks.entries import (
-    CharacterCard,
-    Entry,
-    Lorebook,
-    LorebookError,
-    is_regex_key,
-)
-from knowledge.lorebooks.sillytavern import (
-    LOGIC_NAMES,
-    POSITION_NAMES,
-    ROLE_NAMES,
-    enum_name,
-    json_type,
-    parse_entry,
-    read_flag,
-)
+from knowledge.lorebooks.cardbook import read_book
+from knowledge.lorebooks.entries import CharacterCard, Lorebook, LorebookError
+from knowledge.lorebooks.png import PNG_FORMAT, read_png_text
+from knowledge.lorebooks.sillytavern import json_type
 
-PNG_FORMAT = "Character Card PNG"
-BOOK_FORMAT = "Character book (V2 lorebook)"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPECS = {"chara_card_v2": "V2", "chara_card_v3": "V3"}
 
 # V1 field → the Pygmalion-era name for the same thing.
@@ -79,51 +54,6 @@ _CARD_FIELDS = (
     "alternate_greetings",
 )
 _ASSET_URI_LIMIT = 512
-# Characters that make a key a pattern rather than a word (for V3 `use_regex`).
-_REGEX_SYNTAX = re.compile(r"[\\^$|()\[\]{}*+?]")
-
-# How SillyTavern's convertCharacterBook reads a book entry's extensions:
-# SillyTavern's name ← the extension's name, and the default when absent.
-_EXTENSION_SETTINGS = (
-    ("excludeRecursion", "exclude_recursion", False),
-    ("preventRecursion", "prevent_recursion", False),
-    ("delayUntilRecursion", "delay_until_recursion", False),
-    ("probability", "probability", 100),
-    ("useProbability", "useProbability", True),
-    ("depth", "depth", 4),
-    ("selectiveLogic", "selectiveLogic", 0),
-    ("group", "group", ""),
-    ("groupOverride", "group_override", False),
-    ("groupWeight", "group_weight", 100),
-    ("scanDepth", "scan_depth", None),
-    ("caseSensitive", "case_sensitive", None),
-    ("matchWholeWords", "match_whole_words", None),
-    ("useGroupScoring", "use_group_scoring", None),
-    ("automationId", "automation_id", ""),
-    ("role", "role", 0),
-    ("vectorized", "vectorized", False),
-    ("sticky", "sticky", None),
-    ("cooldown", "cooldown", None),
-    ("delay", "delay", None),
-)
-# Book entry fields the spec defines; anything else an entry carries is kept as is.
-_BOOK_ENTRY_FIELDS = (
-    "keys",
-    "secondary_keys",
-    "content",
-    "enabled",
-    "constant",
-    "insertion_order",
-    "case_sensitive",
-    "name",
-    "priority",
-    "id",
-    "comment",
-    "selective",
-    "position",
-    "use_regex",
-    "extensions",
-)
 
 
 def parse_card_json(data: dict, *, name: str) -> Lorebook:
@@ -138,6 +68,36 @@ def parse_card_json(data: dict, *, name: str) -> Lorebook:
         raise LorebookError(
             "Character Card", f"the file holds a JSON {json_type(data)}, not an object"
         )
+    spec = data.get("spec")
+    version, fields, top_level, notes = _card_fields(data)
+    format_name = f"Character Card {version}"
+
+    card = _card(fields, format_name=format_name, fallback_name=name)
+    if top_level:
+        card.extras["top_level"] = top_level
+    if spec is not None:
+        card.extras["spec"] = spec
+        card.extras["spec_version"] = data.get("spec_version")
+
+    book = fields.get("character_book")
+    entries, book_extras = read_book(book, format_name=format_name, version=version)
+    if book is None:
+        notes.append("no character book")
+    elif not entries:
+        notes.append("empty lorebook")
+    return Lorebook(
+        format=format_name,
+        name=card.name,
+        entries=entries,
+        extras={"character_book": book_extras} if book is not None else {},
+        notes=tuple(notes),
+        card=card,
+    )
+
+
+def _card_fields(data: dict) -> tuple[str, dict, dict, list[str]]:
+    """The card's version, its fields (`data` over top-level V1 copies), the
+    top-level fields a V2/V3 hybrid carries beside `data`, and notes."""
     spec = data.get("spec")
     inner = data.get("data")
     notes = []
@@ -187,47 +147,7 @@ def parse_card_json(data: dict, *, name: str) -> Lorebook:
             }
         )
         top_level = {}
-    format_name = f"Character Card {version}"
-
-    card = _card(fields, format_name=format_name, fallback_name=name)
-    if top_level:
-        card.extras["top_level"] = top_level
-    if spec is not None:
-        card.extras["spec"] = spec
-        card.extras["spec_version"] = data.get("spec_version")
-
-    book = fields.get("character_book")
-    entries, book_extras = _book(book, format_name=format_name, version=version)
-    if book is None:
-        notes.append("no character book")
-    elif not entries:
-        notes.append("empty lorebook")
-    return Lorebook(
-        format=format_name,
-        name=card.name,
-        entries=entries,
-        extras={"character_book": book_extras} if book is not None else {},
-        notes=tuple(notes),
-        card=card,
-    )
-
-
-def parse_character_book(data: dict, *, name: str) -> Lorebook:
-    """A character book saved on its own, outside any card: Chub's lorebook
-    download and card editors' "export lorebook" write the V2 spec's
-    `character_book` object (`{"name", "scan_depth", "token_budget",
-    "extensions", "entries": [{keys, secondary_keys, content, enabled,
-    insertion_order, ...}]}`). It looks like a World Info file but its
-    entries use the card's names, so the card's book reader reads it."""
-    entries, extras = _book(data, format_name=BOOK_FORMAT, version="V2", where="")
-    own_name = data.get("name")
-    return Lorebook(
-        format=BOOK_FORMAT,
-        name=own_name.strip() if isinstance(own_name, str) and own_name.strip() else name,
-        entries=entries,
-        extras=extras,
-        notes=() if entries else ("empty lorebook",),
-    )
+    return version, fields, top_level, notes
 
 
 def parse_card_png(data: bytes, *, name: str) -> Lorebook:
@@ -259,70 +179,6 @@ def parse_card_png(data: bytes, *, name: str) -> Lorebook:
             )
         return book
     raise first_error
-
-
-def read_png_text(data: bytes) -> list[tuple[str, str]]:
-    """The (keyword, text) of every tEXt, zTXt and iTXt chunk, in order.
-
-    The signature must be PNG's; a card chunk whose CRC does not match is
-    refused by name (its text is what we read), other chunks' CRCs are not
-    checked (a broken image does not spoil the card). Reading stops at IEND.
-    """
-    if not isinstance(data, (bytes, bytearray)) or not data.startswith(PNG_SIGNATURE):
-        raise LorebookError(
-            PNG_FORMAT, "the file is not a PNG image (its signature is wrong)"
-        )
-    texts = []
-    offset = len(PNG_SIGNATURE)
-    while offset < len(data):
-        if offset + 8 > len(data):
-            raise LorebookError(PNG_FORMAT, f"the image is cut short at byte {offset}")
-        length, kind = struct.unpack(">I4s", data[offset : offset + 8])
-        body = data[offset + 8 : offset + 8 + length]
-        crc_bytes = data[offset + 8 + length : offset + 12 + length]
-        if len(body) < length or len(crc_bytes) < 4:
-            raise LorebookError(
-                PNG_FORMAT, f"the {kind.decode('latin-1')} chunk is cut short"
-            )
-        offset += 12 + length
-        if kind == b"IEND":
-            break
-        if kind not in (b"tEXt", b"zTXt", b"iTXt"):
-            continue
-        chunk_name = kind.decode("latin-1")
-        keyword, text = _text_chunk(kind, body)
-        label = f"{chunk_name} chunk “{keyword}”"
-        if struct.unpack(">I", crc_bytes)[0] != zlib.crc32(
-            kind + body
-        ) and keyword.lower() in ("chara", "ccv3"):
-            raise LorebookError(
-                PNG_FORMAT,
-                f"the {label} is damaged (its CRC does not match)",
-                field=keyword,
-            )
-        if text is None:
-            raise LorebookError(
-                PNG_FORMAT, f"the {label} will not decompress", field=keyword
-            )
-        texts.append((keyword, text))
-    return texts
-
-
-def _text_chunk(kind: bytes, body: bytes) -> tuple[str, str | None]:
-    """A text chunk's keyword and text (None when compressed text is broken)."""
-    keyword, _, rest = body.partition(b"\0")
-    keyword = keyword.decode("latin-1")
-    try:
-        if kind == b"tEXt":
-            return keyword, rest.decode("latin-1")
-        if kind == b"zTXt":
-            return keyword, zlib.decompress(rest[1:]).decode("latin-1")
-        compressed, rest = rest[:1] == b"\1", rest[2:]
-        _language, _, rest = rest.partition(b"\0")
-        _translated, _, text = rest.partition(b"\0")
-        return keyword, (zlib.decompress(text) if compressed else text).decode("utf-8")
-    except (zlib.error, UnicodeDecodeError):
-        return keyword, None
 
 
 def _decode_card_text(keyword: str, text: str) -> dict:
@@ -437,178 +293,6 @@ def _assets(assets) -> list:
         kept.append(small)
     return kept
 
-
-def _book(book, *, format_name: str, version: str, where: str = "character_book.") -> tuple[tuple[Entry, ...], dict]:
-    """The book's entries, and its other fields (name, scan_depth, ...)."""
-    if book is None:
-        return (), {}
-    if not isinstance(book, dict):
-        raise LorebookError(
-            format_name,
-            f"the character book is a {json_type(book)}, not an object",
-            field="character_book",
-        )
-    raw_entries = book.get("entries")
-    if raw_entries is None:
-        raw_entries = []
-    elif isinstance(raw_entries, dict):
-        raw_entries = list(raw_entries.values())
-    if not isinstance(raw_entries, list):
-        raise LorebookError(
-            format_name,
-            f"the character book's entries are a {json_type(raw_entries)}, not a list",
-            field=f"{where}entries",
-        )
-    entries = tuple(
-        _book_entry(raw, index=index, format_name=format_name, version=version)
-        for index, raw in enumerate(raw_entries)
-    )
-    return entries, {key: value for key, value in book.items() if key != "entries"}
-
-
-def _book_entry(raw, *, index: int, format_name: str, version: str) -> Entry:
-    """One book entry, read as SillyTavern's convertCharacterBook reads it.
-
-    1. Turn it into a World Info entry (its settings from `extensions`) and
-       read that with the World Info reader, for the same checks and extras.
-    2. Put back the card's own names: its field names in errors, the title
-       (`name`, else `comment`, else the first key), and the entry fields
-       World Info does not have (`id`, `name`, `priority`, `use_regex`, ...).
-    3. For a V3 `use_regex` entry, keys in regex syntax become patterns.
-    """
-    if not isinstance(raw, dict):
-        raise LorebookError(
-            format_name, f"the entry is a {json_type(raw)}, not an object", entry=index
-        )
-    uid = raw.get("id", index)
-    extensions = raw.get("extensions")
-    if extensions is None:
-        extensions = {}
-    if not isinstance(extensions, dict):
-        raise LorebookError(
-            format_name,
-            f"the extensions are a {json_type(extensions)}, not an object",
-            entry=uid,
-            field="extensions",
-        )
-    world_info = {
-        "uid": uid,
-        "key": raw.get("keys"),
-        "keysecondary": raw.get("secondary_keys"),
-        "comment": raw.get("comment") or "",
-        "content": raw.get("content"),
-        "constant": raw.get("constant"),
-        "selective": raw.get("selective") or False,
-        "order": _default(raw.get("insertion_order"), 100),
-        "disable": _disabled(raw, format_name=format_name, uid=uid),
-        "displayIndex": _default(extensions.get("display_index"), index),
-    }
-    position = extensions.get("position")
-    world_info["position"] = (
-        position
-        if position is not None
-        else (0 if raw.get("position") == "before_char" else 1)
-    )
-    defaulted = []
-    for st_name, extension_name, default in _EXTENSION_SETTINGS:
-        value = extensions.get(extension_name)
-        if st_name == "caseSensitive" and value is None:
-            value = raw.get("case_sensitive")
-        if value is None and default is not None:
-            defaulted.append(st_name)
-        world_info[st_name] = _default(value, default)
-    world_info["addMemo"] = bool(raw.get("comment"))
-    try:
-        entry = parse_entry(world_info, uid=uid, format_name=format_name)
-    except LorebookError as error:
-        card_field = {
-            "key": "keys",
-            "keysecondary": "secondary_keys",
-            "disable": "enabled",
-        }.get(error.field, error.field)
-        problem = str(error).split(": ", 1)[1]
-        raise LorebookError(format_name, problem, entry=uid, field=card_field) from None
-
-    extras = {key: value for key, value in entry.extras.items() if key != "defaulted"}
-    extras.update(
-        {
-            key: value
-            for key, value in raw.items()
-            if key not in _BOOK_ENTRY_FIELDS
-            or key
-            in ("id", "name", "priority", "insertion_order", "use_regex", "extensions")
-        }
-    )
-    if "position" in raw:
-        extras["card_position"] = raw["position"]
-    extras["position_name"] = enum_name(POSITION_NAMES, extras["position"])
-    extras["selectiveLogic_name"] = enum_name(LOGIC_NAMES, extras["selectiveLogic"])
-    extras["role_name"] = enum_name(ROLE_NAMES, extras["role"])
-    if "position" not in extensions and "position" not in raw:
-        defaulted.append("position")
-    if defaulted:
-        extras["defaulted"] = defaulted
-
-    keys, regex_keys = entry.keys, entry.regex_keys
-    if version == "V3" and read_flag(
-        raw, "use_regex", False, format_name=format_name, uid=uid
-    ):
-        keys, promoted = _promote_regex_keys(keys)
-        if promoted:
-            regex_keys = regex_keys + promoted
-            extras["regex_from_use_regex"] = list(promoted)
-
-    title = next(
-        (
-            value.strip()
-            for value in (raw.get("name"), raw.get("comment"))
-            if isinstance(value, str) and value.strip()
-        ),
-        "",
-    )
-    return replace(
-        entry,
-        title=title or entry.title,
-        keys=keys,
-        regex_keys=regex_keys,
-        extras=extras,
-    )
-
-
-def _disabled(raw: dict, *, format_name: str, uid) -> bool:
-    """Whether a book entry is switched off: its `enabled` (the spec's
-    name); a book written in SillyTavern's style with `disable` instead
-    keeps that meaning rather than reading as enabled."""
-    if "enabled" not in raw and "disable" in raw:
-        return read_flag(raw, "disable", False, format_name=format_name, uid=uid)
-    return not read_flag(raw, "enabled", True, format_name=format_name, uid=uid)
-
-
-def _promote_regex_keys(
-    keys: tuple[str, ...],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Of a `use_regex` entry's plain keys, those written in regex syntax
-    that compile, as `/key/` patterns; plain words stay plain keys."""
-    plain, patterns = [], []
-    for key in keys:
-        if _REGEX_SYNTAX.search(key) and _compiles(key):
-            pattern = f"/{key}/"
-            patterns.append(pattern if is_regex_key(pattern) else key)
-        else:
-            plain.append(key)
-    return tuple(plain), tuple(patterns)
-
-
-def _compiles(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
-
-
-def _default(value, default):
-    return default if value is None else value
 
 # ------------------------------------------------------------------- macros
 

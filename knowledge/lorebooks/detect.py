@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
-from . import agnai, aidungeon, cards, koboldai, novelai, risu, sillytavern
+from . import agnai, aidungeon, cardbook, cards, koboldai, novelai, risu, sillytavern
 from .entries import Lorebook, LorebookError
+from .png import PNG_SIGNATURE, read_png_text
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG) and their books, NovelAI "
          "lorebooks (JSON or PNG), stories and scenarios, AI Dungeon story cards and world info, KoboldAI world "
          "info, Agnai memory books, RisuAI lorebooks")
@@ -55,7 +55,7 @@ def parse(document, *, name: str) -> Lorebook:
     if isinstance(document.get("folders"), dict) and isinstance(document.get("entries"), dict):
         return koboldai.parse(document, name=name)  # United's world info export
     if _is_character_book(document):
-        return cards.parse_character_book(document, name=name)
+        return cardbook.parse_character_book(document, name=name)
     if isinstance(document.get("entries"), (dict, list)) or document.get("entries", 0) is None:
         return sillytavern.parse_world_info(document, name=name)
     if any(key in document for key in ("storyCards", "worldInfo", "worldInfos", "cards")):
@@ -77,7 +77,7 @@ def _is_card(document: dict) -> bool:
 def _parse_png(data: bytes, *, name: str) -> Lorebook:
     """A character card (`chara`, `ccv3`), or a NovelAI lorebook image
     (`naidata`) when the image holds no card."""
-    keywords = {keyword.lower(): text for keyword, text in cards.read_png_text(data)}
+    keywords = {keyword.lower(): text for keyword, text in read_png_text(data)}
     if "naidata" in keywords and not {"chara", "ccv3"} & keywords.keys():
         return novelai.parse_image_text(keywords["naidata"], name=name)
     return cards.parse_card_png(data, name=name)

@@ -6,12 +6,12 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from demomodel import DemoModelServer
 from endpoints.allowlist import validate_base_url
 from endpoints.client import client_for
 from endpoints.forms import EndpointProfileForm
 from endpoints.models import EndpointProfile
 from storyapp import services
-from storyapp.demomodel import DemoModelServer
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 SECRET = "sk-test-this-must-never-show-up-anywhere"

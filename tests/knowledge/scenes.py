@@ -7,7 +7,8 @@ from pathlib import Path
 
 from endpoints.embeddings import for_retrieval
 from knowledge import retrieval, services
-from storyapp import bundle, prompting
+from storyapp import prompting
+from storyapp.bundle.importer import import_bundle
 from storyapp.models import Action
 from storyapp.services import current_state
 
@@ -21,7 +22,7 @@ def admitted(path: Path, owner, profile=None) -> tuple[dict, set[str], set[str]]
     for its position, and returns (scene, admitted files, retrievable files)."""
     scene = json.loads(path.read_text())
     home = path.parent.parent
-    campaign = bundle.import_bundle(scene["bundle"], owner=owner)
+    campaign = import_bundle(scene["bundle"], owner=owner)
     if profile is not None:
         campaign.endpoint = profile
         campaign.save(update_fields=["endpoint"])

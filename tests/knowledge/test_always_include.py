@@ -14,7 +14,9 @@ from django.urls import reverse
 
 from knowledge import services
 from knowledge.models import ALWAYS_INCLUDE_CANON_ONLY, KnowledgeSource
-from storyapp import bundle
+from storyapp.bundle import BundleError
+from storyapp.bundle.export import export
+from storyapp.bundle.importer import import_bundle
 from storyapp.models import Campaign
 from tests.factories import CampaignFactory, KnowledgeSourceFactory
 
@@ -92,11 +94,11 @@ def test_an_upload_is_refused_once_with_the_constraints_message(reader, campaign
 
 
 def test_a_bundle_is_refused_with_the_same_message_and_writes_nothing(alice):
-    document = bundle.export(CampaignFactory(owner=alice))
+    document = export(CampaignFactory(owner=alice))
     document["sources"] = [{"title": "Westhaven", "filename": "westhaven.md", "classification": "reference",
                             "always_include": True, "text": LORE}]
-    with pytest.raises(bundle.BundleError) as refused:
-        bundle.import_bundle(document, owner=alice)
+    with pytest.raises(BundleError) as refused:
+        import_bundle(document, owner=alice)
     assert str(refused.value) == f"sources[0]: {MESSAGE}"
     assert Campaign.objects.count() == 1 and not KnowledgeSource.objects.exists()
 

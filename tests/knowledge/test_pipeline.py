@@ -15,6 +15,7 @@ import openai
 import pytest
 from django.utils import timezone
 
+from demomodel.embedding import DIMENSIONS
 from endpoints import embeddings
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EmbeddingCalibration
@@ -27,7 +28,6 @@ from knowledge.models import (
 )
 from knowledge.query import QueryInputs
 from lifecycle import policy
-from storyapp.demomodel.embedding import DIMENSIONS
 from tests.factories import (
     CampaignFactory,
     EndpointProfileFactory,

@@ -8,7 +8,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from storyapp import bundle, lineage, services
+from storyapp import lineage, services
+from storyapp.bundle import BundleError
+from storyapp.bundle.export import export
+from storyapp.bundle.importer import import_and_index, import_bundle
 from storyapp.models import Action, Campaign, ContextSnapshot
 from tests.factories import CampaignFactory
 
@@ -59,7 +62,7 @@ def _shape(data: dict) -> dict:
 
 
 def test_the_documented_example_imports_with_its_sources_indexed(alice):
-    campaign = bundle.import_and_index(EXAMPLE, owner=alice)
+    campaign = import_and_index(EXAMPLE, owner=alice)
     assert campaign.owner == alice and campaign.persona_name == "Mara"
     assert [a.text for a in lineage.tail(campaign.pk, campaign.head_id, 10)] == [
         "I walk to the quay.", "Gulls wheel over the tide...",
@@ -80,9 +83,9 @@ def test_a_branched_campaign_round_trips(alice, endpoint, model, django_capture_
     with django_capture_on_commit_callbacks(execute=True):
         services.turn_submit(campaign=campaign, text="Another three.", now=timezone.now())
     campaign.refresh_from_db()
-    first = bundle.export(campaign)
-    copy_ = bundle.import_bundle(json.loads(json.dumps(first)), owner=alice)
-    second = bundle.export(copy_)
+    first = export(campaign)
+    copy_ = import_bundle(json.loads(json.dumps(first)), owner=alice)
+    second = export(copy_)
     assert _shape(second) == _shape(first)
     assert len(first["actions"]) == 8 and len(first["snapshots"]) == 4
 
@@ -105,18 +108,18 @@ def test_a_branched_campaign_round_trips(alice, endpoint, model, django_capture_
 def test_a_malformed_bundle_is_refused_and_writes_nothing(alice, change, message):
     broken = copy.deepcopy(EXAMPLE)
     change(broken)
-    with pytest.raises(bundle.BundleError, match=message):
-        bundle.import_bundle(broken, owner=alice)
+    with pytest.raises(BundleError, match=message):
+        import_bundle(broken, owner=alice)
     assert not Campaign.objects.exists() and not Action.objects.exists()
 
 
 def test_an_action_without_state_takes_its_ancestors_then_the_bundles(alice):
     data = copy.deepcopy(EXAMPLE)
     data["actions"][0]["state"] = {"scene": {"summary": "Earlier.", "location": "Road"}}
-    campaign = bundle.import_bundle(data, owner=alice)
+    campaign = import_bundle(data, owner=alice)
     assert campaign.head.state["scene"]["location"] == "Road"
     data["actions"][0].pop("state")
-    other = bundle.import_bundle(data, owner=alice)
+    other = import_bundle(data, owner=alice)
     assert other.head.state == EXAMPLE["narrative_state"]
 
 
@@ -151,8 +154,8 @@ def test_a_lorebook_source_round_trips_with_its_entries_keys_flags_and_kept_fiel
     [source] = knowledge.sources_import(campaign=campaign, files=[("westhaven.json", data)], enqueue=False).created
     entry = source.entries.get(title="The Lantern Guild")
     knowledge.entry_update(entry=entry, title="The Wick Guild", keys="wicks", text="Edited.", enabled=False)
-    exported = json.loads(json.dumps(bundle.export(campaign)))
-    copied = bundle.import_and_index(exported, owner=bob)
+    exported = json.loads(json.dumps(export(campaign)))
+    copied = import_and_index(exported, owner=bob)
     [book] = copied.sources.all()
     assert (book.format, book.classification, book.index_state) == ("SillyTavern World Info", "canon", "ready")
     assert book.metadata == source.metadata
@@ -164,6 +167,6 @@ def test_a_lorebook_source_round_trips_with_its_entries_keys_flags_and_kept_fiel
 def test_a_malformed_lorebook_in_a_bundle_is_refused_naming_the_entry(alice):
     broken = copy.deepcopy(EXAMPLE)
     broken["sources"][0]["lorebook"] = {"format": "SillyTavern World Info", "entries": [{"keys": "dragon"}]}
-    with pytest.raises(bundle.BundleError, match=r"sources\[0\]\.lorebook\.entries\[0\]\.keys"):
-        bundle.import_bundle(broken, owner=alice)
+    with pytest.raises(BundleError, match=r"sources\[0\]\.lorebook\.entries\[0\]\.keys"):
+        import_bundle(broken, owner=alice)
     assert not Campaign.objects.filter(owner=alice).exists()

@@ -7,7 +7,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from storyapp import bundle
+from storyapp.bundle import BundleError
+from storyapp.bundle.importer import import_bundle
+from storyapp.bundle.validate import parse
 from storyapp.models import Campaign
 from tests.storyapp.test_bundle import EXAMPLE
 
@@ -29,13 +31,13 @@ def with_source(**changes):
     ],
 )
 def test_a_source_that_an_upload_would_refuse_is_refused(alice, changes, message):
-    with pytest.raises(bundle.BundleError, match=message):
-        bundle.import_bundle(with_source(**changes), owner=alice)
+    with pytest.raises(BundleError, match=message):
+        import_bundle(with_source(**changes), owner=alice)
     assert not Campaign.objects.exists()
 
 
 def test_a_path_in_a_source_filename_is_dropped(alice):
-    campaign = bundle.import_bundle(with_source(filename="../../notes/lore.md"), owner=alice)
+    campaign = import_bundle(with_source(filename="../../notes/lore.md"), owner=alice)
     assert campaign.sources.get().original_filename == "lore.md"
 
 
@@ -44,6 +46,6 @@ def test_deeply_nested_json_is_refused_with_a_reason(alice, tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CommandError, match="nested too deeply"):
         call_command("import_campaign", str(path), owner="alice", stdout=StringIO())
-    with pytest.raises(bundle.BundleError, match="not a JSON document"):
-        bundle.parse(b"{not json", name="x.json")
-    assert bundle.parse(json.dumps(EXAMPLE).encode(), name="ok.json") == EXAMPLE
+    with pytest.raises(BundleError, match="not a JSON document"):
+        parse(b"{not json", name="x.json")
+    assert parse(json.dumps(EXAMPLE).encode(), name="ok.json") == EXAMPLE

@@ -8,7 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from storyapp import bundle, services
+from storyapp import services
+from storyapp.bundle import BundleError
+from storyapp.bundle.export import export
+from storyapp.bundle.importer import import_bundle
 from storyapp.models import Action, DerivedJob, Memory, Summary
 from tests.factories import CampaignFactory, EndpointProfileFactory
 from tests.storyapp.test_bundle import EXAMPLE
@@ -59,7 +62,7 @@ def remembered(alice, profile, play_chamber):
 
 
 def test_the_export_carries_summaries_and_memories_by_action_reference(remembered):
-    data = bundle.export(remembered)
+    data = export(remembered)
     refs = {a["id"] for a in data["actions"]}
     summaries = {s["id"]: s for s in data["summaries"]}
     assert summaries and all(s["covers_through"] in refs for s in summaries.values())
@@ -71,8 +74,8 @@ def test_the_export_carries_summaries_and_memories_by_action_reference(remembere
 
 
 def test_an_imported_campaign_uses_its_imported_summary_in_the_next_prompt(remembered, alice, profile, play_chamber):
-    data = json.loads(json.dumps(bundle.export(remembered)))
-    copied = bundle.import_bundle(data, owner=alice)
+    data = json.loads(json.dumps(export(remembered)))
+    copied = import_bundle(data, owner=alice)
     assert Summary.objects.filter(campaign=copied).count() == len(data["summaries"])
     assert Memory.objects.filter(campaign=copied).count() == len(data["memories"])
     inferred = Memory.objects.filter(campaign=copied, authority=Memory.Authority.INFERRED)
@@ -97,8 +100,8 @@ def test_an_imported_campaign_uses_its_imported_summary_in_the_next_prompt(remem
 
 
 def test_a_round_trip_keeps_the_long_memory(remembered, alice):
-    first = bundle.export(remembered)
-    second = bundle.export(bundle.import_bundle(json.loads(json.dumps(first)), owner=alice))
+    first = export(remembered)
+    second = export(import_bundle(json.loads(json.dumps(first)), owner=alice))
 
     def shape(data):
         texts = {a["id"]: a["text"] for a in data["actions"]}
@@ -128,16 +131,16 @@ def test_malformed_long_memory_is_refused_and_writes_nothing(alice, change, mess
     broken["summaries"] = [{"id": "s1", "starts_after": None, "covers_through": "a1", "level": 0,
                             "text": "Mara walked to the quay."}]
     broken["memories"] = [{"anchor": "a1", "authority": "inferred", "summary": "s1", "text": "Mara is at the quay."}]
-    bundle.import_bundle(copy.deepcopy(broken), owner=alice)  # valid as written
+    import_bundle(copy.deepcopy(broken), owner=alice)  # valid as written
     change(broken)
     before = Summary.objects.count(), Memory.objects.count()
-    with pytest.raises(bundle.BundleError, match=message):
-        bundle.import_bundle(broken, owner=alice)
+    with pytest.raises(BundleError, match=message):
+        import_bundle(broken, owner=alice)
     assert (Summary.objects.count(), Memory.objects.count()) == before
 
 
 def test_a_bundle_without_long_memory_imports_as_before(alice):
-    campaign = bundle.import_bundle(copy.deepcopy(EXAMPLE), owner=alice)
+    campaign = import_bundle(copy.deepcopy(EXAMPLE), owner=alice)
     assert not Summary.objects.filter(campaign=campaign).exists()
     assert not Memory.objects.filter(campaign=campaign).exists()
     assert not DerivedJob.objects.filter(campaign=campaign).exists()

@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
-from storyapp.demomodel import DISCLAIMER, REFUSAL, STATE_BLOCK, DemoModelServer
-from storyapp.demomodel.embedding import DIMENSIONS
+from demomodel import DISCLAIMER, REFUSAL, STATE_BLOCK, DemoModelServer
+from demomodel.embedding import DIMENSIONS
 
 TURN = [{"role": "system", "content": "You narrate."}, {"role": "user", "content": "I open the door."}]
 

@@ -46,9 +46,9 @@ def test_with_no_model_the_scripted_demo_runs_beside_web_and_worker(db, monkeypa
 
 
 def test_demo_vectors_of_an_older_width_are_re_embedded_on_setup(alice, endpoint, django_capture_on_commit_callbacks):
+    from demomodel.embedding import DIMENSIONS
     from knowledge import services
     from knowledge.models import KnowledgeEmbedding
-    from storyapp.demomodel.embedding import DIMENSIONS
     from tests.factories import CampaignFactory
 
     campaign = CampaignFactory(owner=alice, endpoint=endpoint)

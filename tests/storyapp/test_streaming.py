@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from ops import sweeper
 from ops.models import WorkerHeartbeat
-from storyapp import narration, services, views
+from storyapp import narration, services
 from storyapp.models import Action
+from storyapp.views import stream
 from tests.factories import ActionFactory
 
 
@@ -54,7 +55,7 @@ def test_a_reconnect_resumes_after_the_last_event_id(client, campaign):
 def test_a_stream_keeps_following_a_narration_whose_worker_died(client, campaign, monkeypatch):
     """The workers' sweep hands it to another worker within seconds, so the
     page waits for that rather than giving up (and reloading to no avail)."""
-    monkeypatch.setattr(views, "STREAM_MAX_SECONDS", 0.6)
+    monkeypatch.setattr(stream, "STREAM_MAX_SECONDS", 0.6)
     action = ActionFactory(
         campaign=campaign, kind=Action.Kind.AI, text="Half a sen", status=Action.Status.STREAMING,
         heartbeat=timezone.now() - timedelta(minutes=5),
@@ -81,7 +82,7 @@ def test_a_stream_ends_when_a_new_worker_starts_the_narration_afresh(client, cam
     ("celery,narration", "Waiting for a worker"),
 ])
 def test_a_waiting_narration_says_whether_any_worker_can_take_it(client, campaign, monkeypatch, queues, says):
-    monkeypatch.setattr(views, "STREAM_MAX_SECONDS", 0.3)
+    monkeypatch.setattr(stream, "STREAM_MAX_SECONDS", 0.3)
     if queues:
         WorkerHeartbeat.objects.create(name="w@host:1", seen=timezone.now(), queues=queues)
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,

@@ -26,11 +26,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from demomodel import DemoModelServer
 from endpoints.models import EndpointProfile
 from knowledge import services
 from knowledge.chunking import chunk_text
 from knowledge.models import KnowledgeSource
-from storyapp.demomodel import DemoModelServer
 from storyapp.models import Campaign
 
 _SYLLABLES = "ka lo ri wen tha mar el dor ys ae bri gan hol vess tor un quel sar im ost".split()

@@ -51,6 +51,7 @@ from django.utils import timezone
 
 from contextbuild import build_context
 from contextbuild.tokens import count_tokens, encoding
+from demomodel import DemoModelServer
 from endpoints import localembed
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EmbeddingCalibration, EndpointProfile
@@ -61,7 +62,6 @@ from knowledge.models import KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp import prompting
 from storyapp.celery import app as celery_app
-from storyapp.demomodel import DemoModelServer
 from storyapp.models import Action, Campaign, DerivedJob, Memory, Summary
 
 PARAGRAPH = (

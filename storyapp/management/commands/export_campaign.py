@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from storyapp import bundle
+from storyapp.bundle.export import export
 from storyapp.models import Campaign
 
 
@@ -16,4 +16,4 @@ class Command(BaseCommand):
         campaign = Campaign.objects.filter(pk=campaign_id).first()
         if campaign is None:
             raise CommandError(f"No campaign with id {campaign_id}.")
-        self.stdout.write(json.dumps(bundle.export(campaign), indent=2, ensure_ascii=False))
+        self.stdout.write(json.dumps(export(campaign), indent=2, ensure_ascii=False))

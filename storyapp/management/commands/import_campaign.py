@@ -1,7 +1,9 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from storyapp import bundle
+from storyapp.bundle import BundleError
+from storyapp.bundle.importer import import_and_index
+from storyapp.bundle.validate import parse
 
 
 class Command(BaseCommand):
@@ -24,8 +26,8 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror}.") from exc
         try:
-            campaign = bundle.import_and_index(bundle.parse(raw, name=path), owner=reader)
-        except bundle.BundleError as exc:
+            campaign = import_and_index(parse(raw, name=path), owner=reader)
+        except BundleError as exc:
             raise CommandError(f"Nothing was imported: {exc}") from exc
         for source in campaign.sources.order_by("id"):
             detail = f"{source.passage_count} passages" if source.index_state == "ready" else source.error

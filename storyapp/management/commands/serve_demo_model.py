@@ -4,7 +4,7 @@ import ipaddress
 
 from django.core.management.base import BaseCommand
 
-from storyapp.demomodel import DemoModelServer
+from demomodel import DemoModelServer
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from demomodel import DemoModelServer
 from storyapp import demo
-from storyapp.demomodel import DemoModelServer
 
 
 class Command(BaseCommand):

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.lorebooks.cards import parse_card_json, parse_card_png, parse_character_book, read_png_text
+from knowledge.lorebooks.cardbook import parse_character_book
+from knowledge.lorebooks.cards import parse_card_json, parse_card_png
 from knowledge.lorebooks.entries import LorebookError
+from knowledge.lorebooks.png import read_png_text
 
 V1 = {
     "name": "Vell",

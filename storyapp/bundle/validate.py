@@ -1,19 +1,5 @@
-"""The campaign bundle, format version 1 (DESIGN.md §9).
-
-Export writes one JSON document with the campaign's settings, its whole action
-tree and head, its knowledge sources, its context snapshots, and its long
-memory: summaries and memories, anchored to actions by the bundle's action
-ids. Import reads version 1 as written there forever: unknown keys are
-ignored, the long-memory keys are optional (older bundles lack them), and
-anything malformed (a missing key, a wrong type, a parent, head or anchor
-naming no action, a cycle) is refused with a message naming the place, before
-anything is written.
-
-Memories travel without their embeddings: a vector means something only to
-the embedding model that made it, and the importing server may use another.
-Imported memories are recalled by their words only: nothing re-embeds them
-yet (the derived worker embeds only the memories it makes).
-"""
+"""Reading a bundle file and checking all of it before anything is written:
+each refusal names the place (`actions[3].kind`) and says why."""
 
 from __future__ import annotations
 
@@ -22,19 +8,13 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from django.db import transaction
-
 from contextbuild.memories import MAX_CHARS as MAX_MEMORY_CHARS
-from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 from knowledge.lorebooks import Entry, Lorebook
 
-from . import derived
-from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
-from .services import current_state
+from ..models import Action, Campaign, Memory
+from . import FORMAT, VERSION, BundleError
 
-FORMAT = "loremaster.campaign"
-VERSION = 1
 KINDS = {choice.value for choice in Action.Kind}
 CLASSES = {"canon", "reference", "inspiration"}
 VISIBILITIES = {"visible", "hidden"}
@@ -47,125 +27,18 @@ MAX_SUMMARY_CHARS = 6000
 MAX_SUMMARY_LEVEL = 64
 
 
-class BundleError(ValueError):
-    """The bundle cannot be imported; the message says where and why."""
-
-
-# ------------------------------------------------------------------ export
-
-
-def export(campaign: Campaign) -> dict:
-    actions = list(Action.objects.filter(campaign=campaign).order_by("depth", "id"))
-    kept = _exportable(actions)
-    head = Action.objects.filter(pk=campaign.head_id).first()
-    while head is not None and head.pk not in kept:
-        head = head.parent
-    sources = campaign.sources.order_by("id")
-    snapshots = ContextSnapshot.objects.filter(action__campaign=campaign, action_id__in=kept).order_by("action_id")
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "campaign": {
-            "title": campaign.title,
-            "narrator_prompt": campaign.narrator_prompt,
-            "ai_instructions": campaign.ai_instructions,
-            "plot_essentials": campaign.plot_essentials,
-            "authors_note": campaign.authors_note,
-            "persona": {
-                "name": campaign.persona_name,
-                "pronouns": campaign.persona_pronouns,
-                "description": campaign.persona_description,
-            },
-            "narration_length": campaign.narration_length,
-            "canon": {"rules": campaign.canon_rules, "forbidden_status_changes": campaign.forbidden_status_changes},
-        },
-        "narrative_state": current_state(campaign, head),
-        "actions": [
-            {
-                "id": _ref(a.pk),
-                "parent": _ref(a.parent_id) if a.parent_id else None,
-                "kind": a.kind,
-                "text": a.text,
-                "state": a.state,
-            }
-            for a in actions
-            if a.pk in kept
-        ],
-        "head": _ref(head.pk) if head is not None else None,
-        "sources": [
-            {
-                "title": s.title,
-                "filename": s.original_filename,
-                "classification": s.classification,
-                "visibility": s.visibility,
-                "always_include": s.always_include,
-                "enabled": s.enabled,
-                "text": s.content,
-                **({"lorebook": _lorebook(s)} if s.is_lorebook else {}),
-            }
-            for s in sources
-        ],
-        "snapshots": [
-            {
-                "action": _ref(s.action_id), "report": s.report, "system": s.system_text, "story": s.story_text,
-                "messages": s.messages,
-            }
-            for s in snapshots
-        ],
-        **_long_memory(campaign, kept),
-    }
-
-
-def _ref(pk: int) -> str:
-    return f"a{pk}"
-
-
-def _summary_ref(pk: int) -> str:
-    return f"s{pk}"
-
-
-def _long_memory(campaign: Campaign, kept: set[int]) -> dict:
-    """The summaries and memories of the exported actions; one whose anchor
-    (or whose summary) is not exported has nothing to be anchored to."""
-    summaries = [
-        s for s in Summary.objects.filter(campaign=campaign).order_by("covers_through__depth", "level", "id")
-        if s.covers_through_id in kept and (s.starts_after_id is None or s.starts_after_id in kept)
-    ]
-    exported = {s.pk for s in summaries}
-    memories = [
-        m for m in Memory.objects.filter(campaign=campaign).order_by("id")
-        if m.anchor_id in kept and (m.summary_id is None or m.summary_id in exported)
-    ]
-    return {
-        "summaries": [
-            {
-                "id": _summary_ref(s.pk), "starts_after": _ref(s.starts_after_id) if s.starts_after_id else None,
-                "covers_through": _ref(s.covers_through_id), "level": s.level, "text": s.text,
-            }
-            for s in summaries
-        ],
-        "memories": [
-            {
-                "anchor": _ref(m.anchor_id), "authority": m.authority, "text": m.text,
-                "summary": _summary_ref(m.summary_id) if m.summary_id else None,
-            }
-            for m in memories
-        ],
-    }
-
-
-def _exportable(actions: list[Action]) -> set[int]:
-    """Finished actions whose ancestors are all finished: a failed or
-    unfinished narration is not part of any story worth carrying over."""
-    kept: set[int] = set()
-    for action in actions:  # parents come first: ordered by depth
-        finished = action.status in (Action.Status.DONE, Action.Status.STOPPED) and action.text.strip()
-        if finished and (action.parent_id is None or action.parent_id in kept):
-            kept.add(action.pk)
-    return kept
-
-
-# ------------------------------------------------------------------ import
+def parse(raw: bytes | str, *, name: str) -> dict:
+    """The bundle file's JSON, or BundleError saying why it is not one
+    (undecodable, not JSON, or nested too deep to read)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{name} is not a JSON document: it is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{name} is not a JSON document ({exc}).") from exc
+    except RecursionError as exc:
+        raise BundleError(f"{name} is nested too deeply to be a campaign bundle.") from exc
 
 
 @dataclass(frozen=True)
@@ -175,40 +48,6 @@ class _Action:
     kind: str
     text: str
     state: dict | None
-
-
-def _messages(item: dict, where: str) -> list[dict]:
-    """A snapshot's messages as sent: a list of {"role", "content"} strings;
-    absent in bundles from before the prompt was a conversation."""
-    messages = _require(item, "messages", list, where, optional=True) or []
-    for index, message in enumerate(messages):
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)):
-            raise BundleError(f"{where}.messages[{index}] must be an object with a string role and content.")
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
-
-
-def _require(mapping: dict, key: str, kind, where: str, *, optional: bool = False):
-    if key not in mapping:
-        if optional:
-            return None
-        raise BundleError(f"{where} is missing the required key “{key}”.")
-    value = mapping[key]
-    if value is None and optional:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise BundleError(f"{where}.{key} should be {names}, not {type(value).__name__}.")
-    return value
-
-
-def _object(item, where: str) -> None:
-    if not isinstance(item, dict):
-        raise BundleError(f"{where} should be an object.")
-
-
-def _text(mapping: dict, key: str, where: str) -> str:
-    return _require(mapping, key, str, where, optional=True) or ""
 
 
 def validate(bundle) -> dict:
@@ -288,6 +127,40 @@ def validate(bundle) -> dict:
         "sources": sources,
         "snapshots": snapshots,
     }
+
+
+def _messages(item: dict, where: str) -> list[dict]:
+    """A snapshot's messages as sent: a list of {"role", "content"} strings;
+    absent in bundles from before the prompt was a conversation."""
+    messages = _require(item, "messages", list, where, optional=True) or []
+    for index, message in enumerate(messages):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)):
+            raise BundleError(f"{where}.messages[{index}] must be an object with a string role and content.")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _require(mapping: dict, key: str, kind, where: str, *, optional: bool = False):
+    if key not in mapping:
+        if optional:
+            return None
+        raise BundleError(f"{where} is missing the required key “{key}”.")
+    value = mapping[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise BundleError(f"{where}.{key} should be {names}, not {type(value).__name__}.")
+    return value
+
+
+def _object(item, where: str) -> None:
+    if not isinstance(item, dict):
+        raise BundleError(f"{where} should be an object.")
+
+
+def _text(mapping: dict, key: str, where: str) -> str:
+    return _require(mapping, key, str, where, optional=True) or ""
 
 
 def _action(item, index: int) -> _Action:
@@ -392,22 +265,6 @@ def _bounded_text(item: dict, where: str, limit: int) -> str:
     return text
 
 
-def _lorebook(source) -> dict:
-    """A lorebook source's entries and what its file kept: an optional key,
-    additive to version 1, so a book comes back with its keys and flags."""
-    return {
-        "format": source.format,
-        "metadata": source.metadata,
-        "entries": [
-            {
-                "title": e.title, "text": e.text, "keys": e.keys, "secondary_keys": e.secondary_keys,
-                "regex_keys": e.regex_keys, "enabled": e.enabled, "constant": e.constant, "extras": e.extras,
-            }
-            for e in source.entries.order_by("position")
-        ],
-    }
-
-
 def _book(item: dict, where: str) -> tuple[Lorebook | None, dict]:
     """The source's `lorebook`, checked, as the record the library stores,
     and the metadata its file kept."""
@@ -475,120 +332,3 @@ def _source(item, index: int) -> dict:
         "book": book,
         "metadata": metadata,
     }
-
-
-def parse(raw: bytes | str, *, name: str) -> dict:
-    """The bundle file's JSON, or BundleError saying why it is not one
-    (undecodable, not JSON, or nested too deep to read)."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return json.loads(text)
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{name} is not a JSON document: it is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{name} is not a JSON document ({exc}).") from exc
-    except RecursionError as exc:
-        raise BundleError(f"{name} is nested too deeply to be a campaign bundle.") from exc
-
-
-def import_bundle(bundle, *, owner) -> Campaign:
-    """Creates the campaign; nothing is written unless the whole bundle is valid.
-
-    Sources are stored unindexed here; the caller indexes them (see
-    `import_and_index`), because indexing may call an embedding endpoint and
-    must not hold the import's transaction open.
-    """
-    plan = validate(bundle)
-    with transaction.atomic():
-        return _write(plan, owner)
-
-
-def _write(plan: dict, owner) -> Campaign:
-    campaign = Campaign.objects.create(owner=owner, **plan["campaign"])
-    created: dict[str, Action] = {}
-    for ref, item in plan["actions"].items():
-        parent = created.get(item.parent) if item.parent else None
-        state = item.state if item.state is not None else (parent.state if parent is not None else plan["state"])
-        created[ref] = Action.objects.create(
-            campaign=campaign, parent=parent, depth=parent.depth + 1 if parent else 0, kind=item.kind,
-            text=item.text, token_count=count_tokens(item.text), state=state,
-        )
-    if plan["head"] is not None:
-        campaign.head = created[plan["head"]]
-        campaign.save(update_fields=["head"])
-    for source in plan["sources"]:
-        options = {
-            "campaign": campaign, "filename": source["filename"], "title": source["title"],
-            "classification": source["classification"], "visibility": source["visibility"],
-            "always_include": source["always_include"], "enabled": source["enabled"], "enqueue": False,
-        }
-        try:
-            if source["book"] is not None:
-                knowledge.lorebook_create(book=source["book"], metadata=source["metadata"], **options)
-            else:
-                knowledge.source_create(text=source["text"], **options)
-        except knowledge.DuplicateSource:
-            continue  # the same text twice in one bundle: one source carries it
-    ContextSnapshot.objects.bulk_create(
-        ContextSnapshot(
-            action=created[s["action"]], report=s["report"], system_text=s["system"], story_text=s["story"],
-            messages=s["messages"],
-        )
-        for s in plan["snapshots"]
-    )
-    _write_long_memory(campaign, plan, created)
-    return campaign
-
-
-def _write_long_memory(campaign: Campaign, plan: dict, created: dict[str, Action]) -> None:
-    """Stores the summaries and memories on the new actions, each with its
-    derived job marked done: the job's key is what the scheduler asks for,
-    so the work is not redone, and the prompt looks for derived work only
-    in a campaign that has jobs."""
-    summaries: dict[str, Summary] = {}
-    linked: set[int] = set()  # a job makes one summary; a repeated stretch keeps the first link
-    for ref, item in plan["summaries"].items():
-        start = created[item["starts_after"]] if item["starts_after"] else None
-        job = _done_job(campaign, DerivedJob.Kind.SUMMARY, anchor=created[item["covers_through"]], start=start,
-                        level=item["level"])
-        summaries[ref] = Summary.objects.create(
-            campaign=campaign, starts_after=start, covers_through=created[item["covers_through"]],
-            level=item["level"], text=item["text"], token_count=count_tokens(item["text"]),
-            job=None if job.pk in linked else job,
-        )
-        linked.add(job.pk)
-    for item in plan["memories"]:
-        anchor = created[item["anchor"]]
-        if item["authority"] == Memory.Authority.RECORDED:
-            _done_job(campaign, DerivedJob.Kind.MEMORIES, anchor=anchor)
-        Memory.objects.create(
-            campaign=campaign, anchor=anchor, summary=summaries.get(item["summary"] or ""),
-            authority=item["authority"], text=item["text"], token_count=count_tokens(item["text"]),
-        )
-
-
-def _done_job(campaign: Campaign, kind: str, *, anchor: Action, start: Action | None = None, level: int = 0):
-    job, _ = DerivedJob.objects.get_or_create(
-        key=derived._key(kind, anchor.pk, start.pk if start else None, level),
-        defaults={"campaign": campaign, "kind": kind, "anchor": anchor, "starts_after": start, "level": level,
-                  "state": DerivedJob.State.DONE},
-    )
-    return job
-
-
-def import_and_index(bundle, *, owner) -> Campaign:
-    """Imports the bundle, then indexes its sources in this process (no worker
-    needed); returns once every source is ready or failed."""
-    campaign = import_bundle(bundle, owner=owner)
-    for source in campaign.sources.order_by("id"):
-        knowledge.source_index_now(source)
-    return campaign
-
-
-def import_and_queue(bundle, *, owner) -> Campaign:
-    """Imports the bundle and queues its sources for the workers to index
-    (the web import: the request returns at once)."""
-    campaign = import_bundle(bundle, owner=owner)
-    for source in campaign.sources.order_by("id"):
-        knowledge.source_reindex(source=source)
-    return campaign

@@ -3,6 +3,8 @@
 import re
 from hashlib import blake2b
 
+from contextbuild.summaries import SUMMARIZER_OPENING
+
 DISCLAIMER = "This is a scripted demo narrator, not an AI — connect a real model at /models/."
 STATE_BLOCK = '<state>{"events": []}</state>'
 REFUSAL = "The demo narrator declines to continue this scene (a scripted refusal)."
@@ -89,8 +91,6 @@ _SPEAKER = re.compile(r"^(?:Part \d+|Narrator|[^:\n]{1,60}\(the reader\)|The rea
 
 def is_summary_request(messages: list) -> bool:
     """Whether the app's summarizer is asking (its instructions open so)."""
-    from contextbuild.summaries import SUMMARIZER_OPENING
-
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     return first.get("role") == "system" and message_text(first).startswith(SUMMARIZER_OPENING)
 

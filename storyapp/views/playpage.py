@@ -1,0 +1,52 @@
+"""What the play page shows, for every view that renders it whole: the
+story, its alternatives and commands, and the side panel's forms."""
+
+from __future__ import annotations
+
+from endpoints.client import endpoint_for
+
+from .. import lineage, selectors, services
+from ..forms import MemoryForm, StateForm
+from ..models import Action, Campaign
+
+STORY_PAGE = 60
+
+
+def head_of(campaign: Campaign) -> Action | None:
+    return Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
+
+
+def state_panel(campaign: Campaign, head: Action | None, form: StateForm | None = None) -> dict:
+    """The story state panel's context: the form (bound when a correction
+    was refused) and whether a narration in flight holds corrections back."""
+    if form is None:
+        form = StateForm(state=services.current_state(campaign, head))
+    return {
+        "state_form": form,
+        "state_busy": head is not None and head.in_flight,
+    }
+
+
+def story_context(campaign: Campaign) -> dict:
+    head = Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
+    actions = lineage.tail(campaign.pk, campaign.head_id, STORY_PAGE)
+    alternatives = services.alternatives(head) if head is not None and head.kind == Action.Kind.AI else []
+    profile = endpoint_for(campaign)
+    index = next((i for i, a in enumerate(alternatives, 1) if a.pk == head.pk), 0) if head else 0
+    return {
+        "campaign": campaign,
+        "head": head,
+        "actions": actions,
+        "inspectable": selectors.with_snapshots(actions),
+        "earlier": actions[0] if actions and actions[0].parent_id else None,
+        "alternatives": alternatives,
+        "alternative_index": index,
+        "previous_alternative": alternatives[index - 2] if index > 1 else None,
+        "next_alternative": alternatives[index] if 0 < index < len(alternatives) else None,
+        "can_undo": head is not None and not head.in_flight,
+        "can_redo": (head is None or not head.in_flight) and services.redo_target(campaign, head) is not None,
+        "endpoint": profile,
+        "memory_form": MemoryForm(instance=campaign),
+        "derived_trouble": selectors.derived_trouble(campaign),
+        **state_panel(campaign, head),
+    }

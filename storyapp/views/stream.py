@@ -1,0 +1,100 @@
+"""A narration being written, streamed to the page as server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
+from django.utils.html import escape
+
+from lifecycle import workers
+
+from ..models import Action
+from .params import number_param
+
+STREAM_POLL_SECONDS = 0.2
+STREAM_MAX_SECONDS = 15 * 60
+STREAM_KEEPALIVE_SECONDS = 15
+#: How often a waiting narration's stream asks whether any worker serves
+#: the narration queue.
+STREAM_WORKER_CHECK_SECONDS = 5
+#: A pending narration with no live worker to take it.
+NO_NARRATOR = "no-narrator"
+#: What the page's status line says while a narration is on its way.
+STREAM_STATUS = {
+    Action.Status.PENDING: "Waiting for a worker…",
+    Action.Status.STREAMING: "The narrator is writing…",
+    NO_NARRATOR: "No narration worker is running. Your action is kept, and the narration starts when one is back.",
+}
+
+
+def _sse(event: str, data: str, event_id: int | None = None) -> str:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    # A bare \r also ends an SSE line; normalise it so model output cannot
+    # cut a data line short or smuggle in a field of its own.
+    data = data.replace("\r\n", "\n").replace("\r", "\n")
+    lines += [f"data: {line}" for line in data.split("\n")]
+    return "\n".join(lines) + "\n\n"
+
+
+@login_required
+async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    """Server-sent events for a narration being written.
+
+    Follows the action row rather than the worker, so any web process can
+    serve it and a reconnect resumes from the last event id (the length of
+    text already sent). Runs as an async view: a listening reader costs a
+    coroutine, not a web worker.
+    """
+    user = await request.auser()
+    owned = Action.objects.filter(pk=action_id, campaign_id=pk, campaign__owner=user)
+    if not await owned.aexists():
+        raise Http404("No such narration.")
+    offset = number_param(request.headers.get("Last-Event-ID") or request.GET.get("offset"))
+
+    async def events():
+        nonlocal offset
+        started = last_write = time.monotonic()
+        told = None
+        workers_checked, unserved = -STREAM_WORKER_CHECK_SECONDS, False
+        yield "retry: 1000\n\n"
+        while time.monotonic() - started < STREAM_MAX_SECONDS:
+            row = await owned.values("text", "status").afirst()
+            if row is None:
+                break
+            status = row["status"]
+            if status == Action.Status.PENDING and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
+                workers_checked = time.monotonic()
+                unserved = not await sync_to_async(workers.serving)(settings.NARRATION_QUEUE, now=timezone.now())
+            if status == Action.Status.PENDING and unserved:
+                status = NO_NARRATOR
+            if status in STREAM_STATUS and status != told:
+                told = status
+                yield _sse("status", STREAM_STATUS[told])
+            text = row["text"]
+            if len(text) < offset:
+                break  # a worker took over after another died and starts afresh: the page reloads the story
+            if len(text) > offset:
+                yield _sse("chunk", escape(text[offset:]), len(text))
+                offset = len(text)
+                last_write = time.monotonic()
+            if row["status"] not in (Action.Status.PENDING, Action.Status.STREAMING):
+                break
+            if time.monotonic() - last_write > STREAM_KEEPALIVE_SECONDS:
+                yield ": keep-alive\n\n"
+                last_write = time.monotonic()
+            await asyncio.sleep(STREAM_POLL_SECONDS)
+        yield _sse("done", "", offset)
+
+    return StreamingHttpResponse(
+        events(),
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
