@@ -1,7 +1,7 @@
 """The library pages (per campaign).
 
-Every library view loads the campaign through `storyapp.access.campaign_for`
-(another reader's campaign is a 404) and the source through `_source_for`,
+Every library view loads the campaign through `_campaign_for`, the reader's
+own (`Campaign.objects.of_reader`: another reader's campaign is a 404), and the source through `_source_for`,
 which looks it up within that campaign.
 """
 
@@ -19,8 +19,7 @@ from django.utils.text import slugify
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from storyapp.access import campaign_for
-from storyapp import quotas
+import quotas
 from storyapp.models import Campaign
 
 from . import selectors, services
@@ -30,8 +29,12 @@ from .models import KnowledgeSource, LoreEntry
 LIBRARY = "knowledge/library.html"
 
 
+def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
+    return get_object_or_404(Campaign.objects.of_reader(request.user), pk=pk)
+
+
 def _source_for(request: HttpRequest, pk: int, source_id: int) -> KnowledgeSource:
-    campaign = campaign_for(request, pk)
+    campaign = _campaign_for(request, pk)
     return get_object_or_404(KnowledgeSource.objects.select_related("campaign"), pk=source_id, campaign=campaign)
 
 
@@ -53,7 +56,7 @@ def _library_context(campaign: Campaign, **extra) -> dict:
 def library(request: HttpRequest, pk: int) -> HttpResponse:
     """The page; an htmx poll (`?poll=1`) gets the poller and each source's
     state as out-of-band swaps, so forms being edited are left alone."""
-    campaign = campaign_for(request, pk)
+    campaign = _campaign_for(request, pk)
     context = _library_context(campaign)
     template = LIBRARY
     if request.htmx and request.GET.get("poll"):
@@ -76,7 +79,7 @@ def library_upload(request: HttpRequest, pk: int) -> HttpResponse:
     before the CSRF check reads the body, hence csrf_exempt here and
     csrf_protect on the inner view.
     """
-    campaign = campaign_for(request, pk)
+    campaign = _campaign_for(request, pk)
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
         limit = services.human_size(settings.KNOWLEDGE_MAX_REQUEST_BYTES)

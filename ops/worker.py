@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from knowledge import services
 from lifecycle import workers
-from storyapp import derived
+from storyapp import memories
 from storyapp.models import Campaign
 
 from . import sweeper
@@ -50,7 +50,7 @@ def follow_instance_default() -> None:
     names_none = Q(endpoint__embedding_model="") | Q(endpoint__isnull=True)
     campaign_ids = list(Campaign.objects.filter(names_none).values_list("pk", flat=True))
     services.embeddings_refresh(campaign_ids=campaign_ids)
-    derived.memories_refresh(campaign_ids=campaign_ids)
+    memories.refresh(campaign_ids=campaign_ids)
 
 
 def _worker_shutdown(sender=None, **kwargs) -> None:

@@ -1,7 +1,8 @@
 """The one way a view gets a reader's object: filtered by owner, 404 otherwise.
 
 Another reader's campaign answers exactly like one that does not exist, so a
-guessed id confirms nothing. The library pages reuse this too.
+guessed id confirms nothing. The library pages filter through the same
+`Campaign.objects.of_reader`.
 """
 
 from django.http import HttpRequest
@@ -11,7 +12,7 @@ from .models import Action, Campaign
 
 
 def campaign_for(request: HttpRequest, pk: int) -> Campaign:
-    return get_object_or_404(Campaign, pk=pk, owner=request.user)
+    return get_object_or_404(Campaign.objects.of_reader(request.user), pk=pk)
 
 
 def action_for(request: HttpRequest, pk: int, action_id: int) -> Action:

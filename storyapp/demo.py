@@ -22,6 +22,8 @@ from django.db import transaction
 
 from demomodel.embedding import DIMENSIONS
 from endpoints.models import EndpointProfile
+from knowledge import services
+from knowledge.models import KnowledgeEmbedding, KnowledgeSource
 
 from .models import Campaign
 
@@ -99,9 +101,6 @@ def reembed_outdated_demo_vectors(profile: EndpointProfile) -> int:
     than the demo server's now (it went from 384 to 1,024 buckets): vectors of
     two widths cannot be compared, so semantic retrieval would stay off for
     those libraries. Returns how many sources were queued."""
-    from knowledge import services
-    from knowledge.models import KnowledgeEmbedding, KnowledgeSource
-
     outdated = (
         KnowledgeEmbedding.objects.filter(model=profile.embedding_model)
         .exclude(dimensions=DIMENSIONS)

@@ -5,6 +5,13 @@ from endpoints.models import EndpointProfile
 from lifecycle.queryset import LifecycleQuerySet, Vocabulary
 
 
+class CampaignQuerySet(models.QuerySet):
+    def of_reader(self, reader) -> "CampaignQuerySet":
+        """The reader's own campaigns: the one filter every page that takes a
+        campaign id goes through, so another reader's id answers as missing."""
+        return self.filter(owner=reader)
+
+
 class Campaign(models.Model):
     class NarrationLength(models.TextChoices):
         UNSET = "", "No preference"
@@ -43,11 +50,17 @@ class Campaign(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
+    objects = CampaignQuerySet.as_manager()
+
     class Meta:
         ordering = ["-updated"]
 
     def __str__(self) -> str:
         return self.title
+
+    def state_at(self, head: "Action | None") -> dict:
+        """The narrative state at `head`: the head's own, or the opening state."""
+        return dict(head.state) if head is not None else dict(self.initial_state or {})
 
     @property
     def canon_rules(self) -> list[str]:
@@ -125,6 +138,11 @@ class Action(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in {self.Status.PENDING, self.Status.STREAMING}
+
+    @property
+    def in_story(self) -> bool:
+        """Failed narrations and empty stopped ones are not part of the story."""
+        return bool(self.text.strip()) and self.status != self.Status.FAILED
 
 
 class ContextSnapshot(models.Model):

@@ -28,7 +28,6 @@ from endpoints.errors import ContextOverflowAtServer, ModelFailure
 from endpoints.models import EndpointProfile
 from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
-
 from lifecycle import policy, sending
 
 from . import derived, prompting, stateblock

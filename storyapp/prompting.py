@@ -17,10 +17,12 @@ from contextbuild.tokens import count_tokens
 from endpoints import window as server_window
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
+from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
+from knowledge.retrieval import retrieve, semantic_floor
 
-from . import derived, lineage, recall
+from . import derivedjobs, lineage, recall
+from .summaries import summary_chain
 from .models import Action, Campaign, ContextSnapshot, DerivedJob
-from .services import current_state, in_story
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +99,11 @@ def turn_inputs(
     history = tuple(
         records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count)
         for a in window
-        if in_story(a)
+        if a.in_story
     )
-    last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and in_story(a)), None)
+    last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and a.in_story), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
-    state = current_state(campaign, position)
+    state = campaign.state_at(position)
     anchor = history_anchor(last_narration)
     # Derived work exists only once a turn has finished; until then the
     # lineage walk below it would be wasted.
@@ -118,7 +120,7 @@ def turn_inputs(
         player_text=player_text.strip(),
         summary=(
             summaries.as_prompt_summary(
-                derived.summary_chain(campaign.pk, lineage_ids),
+                summary_chain(campaign.pk, lineage_ids),
                 limit_tokens=int(server_window.effective_budget(profile) * summaries.PROMPT_SHARE), count=count_tokens,
             )
             if has_derived else None
@@ -132,7 +134,7 @@ def turn_inputs(
         narrative_state=state,
         state_refusals=refusals,
         window=known,
-        derived=tuple(n.as_record() for n in derived.notices(campaign.pk, lineage_ids)) if has_derived else (),
+        derived=tuple(n.as_record() for n in derivedjobs.notices(campaign.pk, lineage_ids)) if has_derived else (),
         token_ratio=profile.token_ratio,
         history_anchor=anchor,
     )
@@ -152,11 +154,9 @@ def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, pl
     """The retrieval query's inputs, as plain values: the state at the
     position, the newest lineage actions' texts (through `lineage`, so an
     undone branch never reaches the query) and the persona's name."""
-    from knowledge.query import QUERY_ACTIONS, QueryInputs
-
     tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS)
     # Bounded to the query's token budget as a whole by knowledge.query.
-    texts = [a.text for a in tail if in_story(a)]
+    texts = [a.text for a in tail if a.in_story]
     return QueryInputs.build(
         state=state,
         recent=texts,
@@ -169,8 +169,6 @@ def knowledge_for(campaign: Campaign, query, search: dict) -> records.KnowledgeR
     """The campaign library's passages for this turn. Never fails the turn:
     an endpoint failure is already a note on the result, and anything else
     is logged and reported as a note with nothing supplied."""
-    from knowledge.retrieval import retrieve
-
     # A savepoint only inside a transaction (a failed statement would poison
     # it); outside one, an atomic block would take SQLite's write lock for a read.
     guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
@@ -188,9 +186,6 @@ def memories_for(campaign: Campaign, query, search: dict, *, lineage_ids, before
     """This lineage's memories for the turn, searched with lore's query and
     query vector (made once: `recall.remembering`). Like lore, never fails
     the turn."""
-    from knowledge.query import assemble
-    from knowledge.retrieval import semantic_floor
-
     assembled = assemble(query)
     vector = None
     if search["embed_query"] is not None and assembled.semantic_text.strip():

@@ -17,11 +17,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+import quotas
 from contextbuild.narrative import NarrativeState
 from contextbuild.tokens import count_tokens
+from lifecycle import sending
 
 from . import derived
 from .models import Action, Campaign, ContextSnapshot
+from .narration import NARRATE
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +41,6 @@ def _head(campaign: Campaign) -> Action | None:
     if campaign.head_id is None:
         return None
     return Action.objects.get(pk=campaign.head_id)
-
-
-def current_state(campaign: Campaign, head: Action | None) -> dict:
-    """The narrative state at the head: the head's own, or the opening state."""
-    return dict(head.state) if head is not None else dict(campaign.initial_state or {})
 
 
 def _move_head(campaign: Campaign, action: Action | None, *, now: datetime) -> None:
@@ -62,16 +60,11 @@ def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
         text=text,
         token_count=count_tokens(text),
         status=status,
-        state=current_state(campaign, parent),
+        state=campaign.state_at(parent),
         visited=now,
         # For a pending narration: when it was queued (see narration.recover_stale).
         heartbeat=now if status == Action.Status.PENDING else None,
     )
-
-
-def in_story(action: Action) -> bool:
-    """Failed narrations and empty stopped ones are not part of the story."""
-    return bool(action.text.strip()) and action.status != Action.Status.FAILED
 
 
 def _refuse_while_narrating(head: Action | None) -> None:
@@ -107,14 +100,22 @@ def _send_narration(action_id: int) -> None:
     """Hands the narration to a worker. If the broker refuses, the turn is
     already stored, so it ends failed at once with a reason and Retry,
     rather than a 500 and a narration that looks busy for minutes."""
-    from .tasks import narrate_action
-
     try:
-        narrate_action.delay(action_id)
+        sending.send(NARRATE, action_id)
     except Exception:
         log.exception("Could not queue the narration of action %s", action_id)
         Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(
             status=Action.Status.FAILED, error=BROKER_DOWN, heartbeat=None
+        )
+
+
+def campaign_room(reader) -> None:
+    """Raises OverQuota when the reader owns as many campaigns as they may."""
+    owned = Campaign.objects.filter(owner=reader).count()
+    cap = settings.LOREMASTER_CAMPAIGNS_PER_READER
+    if owned >= cap:
+        raise quotas.OverQuota(
+            f"You already have {owned} campaigns, this instance's limit. Delete one you no longer need to start another."
         )
 
 
@@ -149,7 +150,7 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     text = text.strip()
     player = None
     parent = head
-    if head is not None and head.kind == Action.Kind.AI and not in_story(head):
+    if head is not None and head.kind == Action.Kind.AI and not head.in_story:
         # A failed or empty narration is not part of the story: the new turn
         # replaces it, and it stays behind as an abandoned branch.
         parent = head.parent
@@ -356,7 +357,7 @@ def _state_holders(head: Action | None) -> tuple[list[Action], bool]:
     action = head
     while action is not None:
         holders.append(action)
-        if action.kind != Action.Kind.PLAYER and in_story(action):
+        if action.kind != Action.Kind.PLAYER and action.in_story:
             return holders, False
         action = action.parent
     return holders, True
@@ -380,7 +381,7 @@ def state_correct(*, campaign: Campaign, document: dict, based_on: str = "") -> 
     campaign = _locked(campaign)
     head = _head(campaign)
     _refuse_while_narrating(head)
-    shown = NarrativeState.from_document(current_state(campaign, head))
+    shown = NarrativeState.from_document(campaign.state_at(head))
     if based_on and based_on != shown.fingerprint():
         raise TurnRefused(
             "The story state changed after this form was shown (a narration finished, or it was saved elsewhere). "

@@ -232,7 +232,7 @@ CELERY_TASK_ACKS_LATE = False
 NARRATION_QUEUE = "narration"
 #: A reader's narrations in flight at once, over all their campaigns.
 LOREMASTER_NARRATIONS_PER_READER = env_int("LOREMASTER_NARRATIONS_PER_READER", 2)
-#: Per-reader rates (storyapp.quotas): turns (new, continue, retry) a
+#: Per-reader rates (quotas): turns (new, continue, retry) a
 #: minute, and lore files uploaded an hour.
 LOREMASTER_READER_RATES = {
     "turns": env_int("LOREMASTER_TURNS_PER_MINUTE", 30),

@@ -17,7 +17,7 @@ from django.db.models.signals import post_save
 from knowledge.services import campaigns_using
 from lifecycle.signals import periodic_sweep
 
-from . import derived, narration
+from . import derivedjobs, memories, narration
 from .models import Campaign, EndpointProfile
 
 log = logging.getLogger(__name__)
@@ -25,14 +25,14 @@ log = logging.getLogger(__name__)
 
 def connect() -> None:
     periodic_sweep.connect(narration.on_sweep, dispatch_uid="storyapp_narration_sweep")
-    periodic_sweep.connect(derived.on_sweep, dispatch_uid="storyapp_derived_sweep")
+    periodic_sweep.connect(derivedjobs.on_sweep, dispatch_uid="storyapp_derived_sweep")
     post_save.connect(_profile_saved, sender=EndpointProfile, dispatch_uid="storyapp_profile_saved")
     post_save.connect(_campaign_saved, sender=Campaign, dispatch_uid="storyapp_campaign_saved")
 
 
 def _refresh(campaign_ids) -> None:
     try:
-        derived.memories_refresh(campaign_ids=campaign_ids)
+        memories.refresh(campaign_ids=campaign_ids)
     except Exception:
         log.exception("Could not queue re-embedding of memories after a model change")
 

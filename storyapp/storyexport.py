@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from . import lineage
 from .models import Action, Campaign
-from .services import in_story
 
 
 def story_actions(campaign: Campaign, *, with_reader: bool) -> list[Action]:
@@ -17,7 +16,7 @@ def story_actions(campaign: Campaign, *, with_reader: bool) -> list[Action]:
         return []
     head = Action.objects.only("depth").get(pk=campaign.head_id)
     actions = lineage.window(campaign.pk, campaign.head_id, head.depth + 1)
-    return [a for a in actions if in_story(a) and (with_reader or a.kind != Action.Kind.PLAYER)]
+    return [a for a in actions if a.in_story and (with_reader or a.kind != Action.Kind.PLAYER)]
 
 
 def as_markdown(campaign: Campaign, *, with_reader: bool) -> str:

@@ -3,7 +3,7 @@ from celery import shared_task
 from endpoints.embeddings import EmbeddingUnavailable
 from lifecycle import policy
 
-from . import derived, narration
+from . import derived, memories, narration
 from .models import DerivedJob
 
 
@@ -29,6 +29,6 @@ def reembed_memories(self, campaign_id: int) -> None:
     """Thin wrapper: `memories_reembed` writes only what is still stale, so
     a retry or a second delivery picks up where the first stopped."""
     try:
-        derived.memories_reembed(campaign_id)
+        memories.reembed(campaign_id)
     except EmbeddingUnavailable as exc:
         raise self.retry(exc=exc, countdown=policy.backoff(self.request.retries + 1)) from exc

@@ -4,7 +4,6 @@ action tree and head, its sources, snapshots and long memory."""
 from __future__ import annotations
 
 from ..models import Action, Campaign, ContextSnapshot, Memory, Summary
-from ..services import current_state
 from . import FORMAT, VERSION
 
 
@@ -33,7 +32,7 @@ def export(campaign: Campaign) -> dict:
             "narration_length": campaign.narration_length,
             "canon": {"rules": campaign.canon_rules, "forbidden_status_changes": campaign.forbidden_status_changes},
         },
-        "narrative_state": current_state(campaign, head),
+        "narrative_state": campaign.state_at(head),
         "actions": [
             {
                 "id": _ref(a.pk),

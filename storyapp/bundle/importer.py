@@ -8,7 +8,7 @@ from django.db import transaction
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
-from .. import derived
+from .. import derivedjobs
 from ..models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 from .validate import validate
 
@@ -91,7 +91,7 @@ def _write_long_memory(campaign: Campaign, plan: dict, created: dict[str, Action
 
 def _done_job(campaign: Campaign, kind: str, *, anchor: Action, start: Action | None = None, level: int = 0):
     job, _ = DerivedJob.objects.get_or_create(
-        key=derived._key(kind, anchor.pk, start.pk if start else None, level),
+        key=derivedjobs.job_key(kind, anchor.pk, start.pk if start else None, level),
         defaults={"campaign": campaign, "kind": kind, "anchor": anchor, "starts_after": start, "level": level,
                   "state": DerivedJob.State.DONE},
     )

@@ -11,7 +11,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import cards, quotas, services
+import quotas
+
+from .. import cards, services
 from ..access import campaign_for
 from ..bundle import BundleError
 from ..bundle.importer import import_and_queue
@@ -40,7 +42,7 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         return redirect("campaign_list")
     upload = form.cleaned_data["bundle"]
     try:
-        quotas.campaign_room(request.user)
+        services.campaign_room(request.user)
     except quotas.OverQuota as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return quotas.over_quota(_campaign_list(request), exc)
@@ -62,7 +64,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            quotas.campaign_room(request.user)
+            services.campaign_room(request.user)
         except quotas.OverQuota as exc:
             form.add_error(None, str(exc))
             return quotas.over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)

@@ -62,7 +62,7 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect(reverse("campaign_play", args=[pk]) + "#state-panel")
         context = {"campaign": campaign, **state_panel(campaign, head_of(campaign))}
         return render(request, "storyapp/play.html#state", context)
-    form = StateForm(request.POST, state=services.current_state(campaign, head_of(campaign)))
+    form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)))
     saved = form.is_valid() and _state_saved(campaign, form)
     if saved and not request.htmx:
         messages.success(request, "Story state saved. The next turn reads it.")

@@ -10,7 +10,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import trigger_client_event
 
-from .. import lineage, quotas, selectors, services
+import quotas
+
+from .. import lineage, selectors, services
 from ..access import action_for, campaign_for
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign

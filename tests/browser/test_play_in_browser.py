@@ -7,7 +7,7 @@ import time
 
 from playwright.sync_api import expect
 
-from storyapp import quotas
+import quotas
 from storyapp.models import Action
 
 from tests.browser.helpers import horizontal_overflow

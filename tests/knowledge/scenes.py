@@ -10,7 +10,6 @@ from knowledge import retrieval, services
 from storyapp import prompting
 from storyapp.bundle.importer import import_bundle
 from storyapp.models import Action
-from storyapp.services import current_state
 
 
 def stem(filename: str) -> str:
@@ -39,7 +38,7 @@ def admitted(path: Path, owner, profile=None) -> tuple[dict, set[str], set[str]]
         )
         services.source_index_now(source)
     head = Action.objects.filter(pk=campaign.head_id).first()
-    inputs = prompting.query_inputs(campaign, position=head, state=current_state(campaign, head))
+    inputs = prompting.query_inputs(campaign, position=head, state=campaign.state_at(head))
     result = retrieval.retrieve(campaign_id=campaign.pk, query=inputs, **for_retrieval(profile))
     if profile is not None:
         assert result.semantic_used, result.semantic_note

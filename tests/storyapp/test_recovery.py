@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lifecycle import beat, policy
-from storyapp import derived, narration, services
+from storyapp import derivedjobs, narration, services
 from storyapp.models import Action, DerivedJob
 from tests.factories import ActionFactory, CampaignFactory
 
@@ -114,7 +114,7 @@ def test_a_summary_waiting_for_its_next_attempt_is_not_taken_for_lost(campaign):
     job = DerivedJob.objects.create(campaign=campaign, kind=DerivedJob.Kind.SUMMARY, anchor=anchor,
                                     key="summary:test", state=DerivedJob.State.RUNNING, attempts=2)
     with pytest.raises(policy.RetryLater) as raised:
-        derived._failed(job, "The summarizer is down.", final=False)
+        derivedjobs.failed(job, "The summarizer is down.", final=False)
     assert raised.value.countdown == policy.backoff(2)
     job.refresh_from_db()
     assert job.state == DerivedJob.State.QUEUED

@@ -44,7 +44,7 @@ def reader(client, alice):
 
 def _state(campaign):
     campaign.refresh_from_db()
-    return services.current_state(campaign, campaign.head)
+    return campaign.state_at(campaign.head)
 
 
 def _shown(campaign) -> dict:

@@ -59,7 +59,7 @@ def test_undo_takes_the_state_back_with_the_head(campaign, play, model):
     play("I pay the ferryman.")
     services.turn_undo(campaign=campaign, now=timezone.now())
     campaign.refresh_from_db()
-    assert services.current_state(campaign, campaign.head) == campaign.initial_state
+    assert campaign.state_at(campaign.head) == campaign.initial_state
 
 
 def test_the_inspector_lists_this_turns_state_changes(client, campaign, play, model):

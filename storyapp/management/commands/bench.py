@@ -123,7 +123,7 @@ class Command(BaseCommand):
                 # The test client's host name, allowed for this process only;
                 # and the bench reader's turn rate unbounded: its turns
                 # (twice 31 in a full run) would pass the per-reader limit
-                # (storyapp.quotas, 30 a minute by default) and stop the bench
+                # (quotas, 30 a minute by default) and stop the bench
                 # on a refusal. The quota is still counted in every turn timed.
                 rates = {**settings.LOREMASTER_READER_RATES, "turns": sys.maxsize}
                 with override_settings(ALLOWED_HOSTS=["testserver"], LOREMASTER_READER_RATES=rates), \

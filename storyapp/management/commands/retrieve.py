@@ -7,7 +7,6 @@ from endpoints.embeddings import for_retrieval
 from knowledge.retrieval import explain
 from storyapp import prompting
 from storyapp.models import Action, Campaign
-from storyapp.services import current_state
 
 
 class Command(BaseCommand):
@@ -30,7 +29,7 @@ class Command(BaseCommand):
         profile = endpoint_for(found)
         head = Action.objects.filter(pk=found.head_id).first()
         inputs = prompting.query_inputs(
-            found, position=head, state=current_state(found, head), player_text=player_text
+            found, position=head, state=found.state_at(head), player_text=player_text
         )
         worked = explain(campaign_id=found.pk, query=inputs, **for_retrieval(profile))
         result = worked.result

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from .models import Campaign
-
 
 class OverQuota(Exception):
     """A reader went over a limit; `retry_after` is in seconds (0: not a rate)."""
@@ -74,16 +72,6 @@ def _wait_text(seconds: int) -> str:
         return f"{seconds} second{'s' if seconds != 1 else ''}"
     minutes = round(seconds / 60)
     return f"{minutes} minutes"
-
-
-def campaign_room(reader) -> None:
-    """Raises OverQuota when the reader owns as many campaigns as they may."""
-    owned = Campaign.objects.filter(owner=reader).count()
-    cap = settings.LOREMASTER_CAMPAIGNS_PER_READER
-    if owned >= cap:
-        raise OverQuota(
-            f"You already have {owned} campaigns, this instance's limit. Delete one you no longer need to start another."
-        )
 
 
 def over_quota(response, exc: OverQuota):
