@@ -37,6 +37,8 @@ class LexicalHit:
 
 
 def _backend():
+    # Imported on first use: each backend speaks one engine's SQL (FTS5 or
+    # tsvector), and only the one the connection runs is ever needed.
     if connection.vendor == "postgresql":
         from . import postgres
 
