@@ -50,7 +50,8 @@ from functools import lru_cache
 from contextbuild.narrative import Entity, NarrativeState
 from contextbuild.tokens import encoding, truncate_to_last_tokens
 
-from .ranking import COMMON_WORD_RANK, Term, lexical_verdict
+from .ranking.admission import COMMON_WORD_RANK, lexical_verdict
+from .ranking.records import Term
 
 #: How many of the newest lineage actions the query reads; further back is
 #: the summary's job.
@@ -343,7 +344,7 @@ def word_rank(word: str) -> int:
 
 
 def common_word(word: str) -> bool:
-    """An everyday English word: ranked below knowledge.ranking.COMMON_WORD_RANK."""
+    """An everyday English word: ranked below knowledge.ranking.admission.COMMON_WORD_RANK."""
     return word_rank(word) < COMMON_WORD_RANK
 
 
@@ -354,7 +355,7 @@ def weigh_terms(
     distinctive: Collection[int] | None = None,
     broad: Collection[int] = (),
 ) -> tuple[Term, ...]:
-    """The query's terms as admission weighs them (knowledge.ranking.Term).
+    """The query's terms as admission weighs them (knowledge.ranking.records.Term).
 
     A term's share defaults to 1/len(terms) when `shares` does not give it;
     without `distinctive` (the terms not common in this library,
@@ -398,7 +399,7 @@ def lexical_admits(
     distinctive: Collection[int] | None = None,
 ) -> bool:
     """Whether the query words a passage matched admit it
-    (knowledge.ranking.lexical_verdict), for a caller holding only words."""
+    (knowledge.ranking.admission.lexical_verdict), for a caller holding only words."""
     return lexical_verdict(matched, weigh_terms(terms, standing_groups, shares, distinctive)).admitted
 
 

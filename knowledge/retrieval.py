@@ -13,7 +13,7 @@ loading half. The rules are knowledge.ranking's.
 This module only loads: the query's terms and their library statistics, the
 lexical hits, the semantic neighbours, the passages' rows and vectors and
 the calibrated floor, handed to the core as plain records
-(`ranking.Candidate`, `ranking.Term`). A short term's lexical match is
+(`ranking.records.Candidate`, `ranking.records.Term`). A short term's lexical match is
 confirmed against the passage's own words first (knowledge.query.SHORT_TERM).
 There is no model reranker: a second inference call per turn, and opaque to
 the inspector.
@@ -45,6 +45,7 @@ from endpoints import calibration, localembed
 from endpoints.embeddings import DTYPE
 
 from . import hubs, keys, lexical, ranking, selectors, termstats
+from .ranking.records import Candidate, Decision
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
 
@@ -291,7 +292,7 @@ def _candidate(
     vectors: dict[int, tuple[np.ndarray, float | None]],
     always: list[int],
     named: keys.KeyMatch | None = None,
-) -> ranking.Candidate:
+) -> Candidate:
     """A generated passage as the core's record. The terms its own words
     hold confirm its short-term matches (the databases' stemmers fold short
     words onto stop words) and serve the standing-names rule."""
@@ -302,7 +303,7 @@ def _candidate(
             by_key["withdrawn"] = "held back by its secondary keys"
     if chunk is None:
         matched = hit.matched - _short(q) if hit else frozenset()
-        return ranking.Candidate(
+        return Candidate(
             id=chunk_id, kind="", text="", matched=matched,
             lexical=hit.score if hit else None, cosine=similarity, **{**by_key, "withdrawn": WITHDRAWN},
         )
@@ -311,7 +312,7 @@ def _candidate(
     if hit is not None:
         matched = (hit.matched - _short(q)) | (hit.matched & held)
     vector, share = vectors.get(chunk_id, (None, None))
-    return ranking.Candidate(
+    return Candidate(
         id=chunk_id,
         kind=chunk.source.classification,
         text=chunk.text,
@@ -330,14 +331,14 @@ def _short(q: Query) -> frozenset[int]:
     return frozenset(i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM)
 
 
-def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, tuple[np.ndarray, float | None]]) -> ranking.Candidate:
-    return ranking.Candidate(
+def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, tuple[np.ndarray, float | None]]) -> Candidate:
+    return Candidate(
         id=chunk.pk, kind=chunk.source.classification, text=chunk.text,
         vector=vectors.get(chunk.pk, (None, None))[0], always=True,
     )
 
 
-def _passage(decision: ranking.Decision, chunk: KnowledgeChunk) -> KnowledgeCandidate:
+def _passage(decision: Decision, chunk: KnowledgeChunk) -> KnowledgeCandidate:
     source = chunk.source
     return KnowledgeCandidate(
         chunk_id=chunk.pk,
@@ -362,7 +363,7 @@ def _passage(decision: ranking.Decision, chunk: KnowledgeChunk) -> KnowledgeCand
     )
 
 
-def _rejection(decision: ranking.Decision, chunk: KnowledgeChunk) -> Rejection:
+def _rejection(decision: Decision, chunk: KnowledgeChunk) -> Rejection:
     return Rejection(
         title=chunk.source.title,
         filename=chunk.source.original_filename,
@@ -377,7 +378,7 @@ def _rejection(decision: ranking.Decision, chunk: KnowledgeChunk) -> Rejection:
     )
 
 
-def _line(decision: ranking.Decision, chunk: KnowledgeChunk | None) -> dict:
+def _line(decision: Decision, chunk: KnowledgeChunk | None) -> dict:
     """A decision as the `retrieve` command prints it."""
     candidate = decision.candidate
     line: dict = {"chunk_id": candidate.id}

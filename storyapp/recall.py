@@ -17,7 +17,8 @@ from contextbuild import records
 from contextbuild.memories import MAX_CHARS
 from endpoints.embeddings import from_bytes
 from knowledge.query import Query, matched_terms, weigh_terms
-from knowledge.ranking import Candidate, cosine, rank
+from knowledge.ranking import cosine, rank
+from knowledge.ranking.records import Candidate
 
 from .models import Memory
 
