@@ -14,7 +14,7 @@ This module only loads: the query's terms and their library statistics, the
 lexical hits, the semantic neighbours, the passages' rows and vectors and
 the calibrated floor, handed to the core as plain records
 (`ranking.records.Candidate`, `ranking.records.Term`). A short term's lexical match is
-confirmed against the passage's own words first (knowledge.query.SHORT_TERM).
+confirmed against the passage's own words first (knowledge.query.vocabulary.SHORT_TERM).
 There is no model reranker: a second inference call per turn, and opaque to
 the inspector.
 
@@ -47,7 +47,9 @@ from endpoints.embeddings import DTYPE
 from . import hubs, keys, lexical, ranking, selectors, termstats
 from .ranking.records import Candidate, Decision
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import SHORT_TERM, Query, QueryInputs, assemble, matched_terms, weigh_terms, words
+from .query import Query, QueryInputs, assemble
+from .query.vocabulary import SHORT_TERM, words
+from .query.weighing import matched_terms, weigh_terms
 
 LEXICAL_CANDIDATES = 40
 #: Rejected candidates a turn's snapshot lists with their reasons (the strongest first).

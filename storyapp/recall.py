@@ -16,7 +16,8 @@ import numpy as np
 from contextbuild import records
 from contextbuild.memories import MAX_CHARS
 from endpoints.embeddings import from_bytes
-from knowledge.query import Query, matched_terms, weigh_terms
+from knowledge.query import Query
+from knowledge.query.weighing import matched_terms, weigh_terms
 from knowledge.ranking import cosine, rank
 from knowledge.ranking.records import Candidate
 

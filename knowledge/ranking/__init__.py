@@ -20,7 +20,7 @@ and suppression (rules 2 and 3), which read the admitted together, are here.
 
 * `Term` is one query term as admission weighs it: its word, stem, share of
   the query, English frequency rank, whether it names a standing entity and
-  whether it is distinctive in this library. `knowledge.query.weigh_terms`
+  whether it is distinctive in this library. `knowledge.query.weighing.weigh_terms`
   builds them from an assembled `Query`; that module owns words, this one
   owns what they are worth.
 * `Candidate` is one thing that might be shown: an id, a `kind` (its class
@@ -41,7 +41,7 @@ and suppression (rules 2 and 3), which read the admitted together, are here.
   those past `limit`, and one decision per candidate a search path found.
 
 A memory, which has no lexical index, gets its matched terms from
-`knowledge.query.matched_terms` (the same stems lore matching confirms
+`knowledge.query.weighing.matched_terms` (the same stems lore matching confirms
 short terms with), passes them as both `matched` and `shared`, their count
 as `lexical`, and its cosine with the query vector when both have one; the
 floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor`):

@@ -17,10 +17,10 @@ ALWAYS = "always"
 
 @dataclass(frozen=True)
 class Term:
-    """One query term as admission weighs it (knowledge.query.weigh_terms).
+    """One query term as admission weighs it (knowledge.query.weighing.weigh_terms).
 
     `frequency_rank` is the commoner of the word's and its stem's English
-    rank (knowledge.query.word_rank), so an inflection is exactly as common
+    rank (knowledge.query.vocabulary.word_rank), so an inflection is exactly as common
     as its word; `distinctive` is False for a word common in this library,
     `broad` True for one in a broad share of its passages (a generic pair is
     two broad words)
