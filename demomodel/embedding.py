@@ -6,7 +6,7 @@ function words are left out, as a trained model all but ignores them: without
 that, any two English paragraphs share "the", "and" and "of" and score 0.4,
 and no relevance floor could separate related passages from unrelated ones
 (`manage.py calibrate_embeddings` measures exactly that). Everyday words
-(knowledge.query.common_word) are left out for the same reason: a turn's
+(knowledge.query.vocabulary.common_word) are left out for the same reason: a turn's
 query is a page of prose, and with them a bakery scene scored above the
 floor against half a harbour city's lore.
 """
@@ -16,7 +16,7 @@ import math
 import re
 import struct
 
-from knowledge.query import common_word
+from knowledge.query.vocabulary import common_word
 
 from .narration import stable_hash
 

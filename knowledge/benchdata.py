@@ -12,7 +12,8 @@ from storyapp.models import Campaign
 
 from . import lexical
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
-from .query import STOPWORDS, QueryInputs
+from .query import QueryInputs
+from .query.vocabulary import STOPWORDS
 
 DIMENSIONS = 384
 WORDS_PER_PASSAGE = 110

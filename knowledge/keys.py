@@ -38,7 +38,7 @@ from functools import lru_cache
 
 import regex
 
-from .query import STOPWORDS, stem
+from .query.vocabulary import STOPWORDS, stem
 
 #: How long one regex key may search one query, in seconds. The query text is
 #: a few thousand characters; a pattern that needs longer is backtracking.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from .models import KnowledgeChunk
-from .query import SHORT_TERM, passage_keys, stem, words
+from .query.vocabulary import SHORT_TERM, passage_keys, stem, words
 
 #: The matches the ranking query is expected to score, at most: about what
 #: either database ranks in 10 ms on this machine's class of hardware.
@@ -47,7 +47,7 @@ SAMPLE_PASSAGES = 2000
 CACHED_PROFILES = 16
 #: A word in more than this share of the library's passages (and in more
 #: than LIBRARY_COMMON_FLOOR of them) is common here: it ranks, it never
-#: admits (knowledge.query.lexical_admits). "Harbour" in a harbour city's
+#: admits (knowledge.query.weighing.lexical_admits). "Harbour" in a harbour city's
 #: lore says nothing about which harbour passage a scene needs. On the
 #: hand-written evaluation libraries (about 45 passages) any share from 10 to
 #: 25 % and any floor from 3 to 5 gave the same decisions.
@@ -101,7 +101,7 @@ def rank_terms(terms: Sequence[str], profile: TermProfile, budget: int | None = 
     their expected matches stays within `budget` (RANK_MATCHES), the rarest
     always; in the order the query gave them."""
     budget = RANK_MATCHES if budget is None else budget
-    # A short term may match every passage through the stemmer (query.SHORT_TERM).
+    # A short term may match every passage through the stemmer (query.vocabulary.SHORT_TERM).
     costs = [
         float(profile.passages) if len(term) <= SHORT_TERM else profile.expected_matches(term) for term in terms
     ]

@@ -16,8 +16,10 @@ import numpy as np
 from contextbuild import records
 from contextbuild.memories import MAX_CHARS
 from endpoints.embeddings import from_bytes
-from knowledge.query import Query, matched_terms, weigh_terms
-from knowledge.ranking import Candidate, cosine, rank
+from knowledge.query import Query
+from knowledge.query.weighing import matched_terms, weigh_terms
+from knowledge.ranking import cosine, rank
+from knowledge.ranking.records import Candidate
 
 from .models import Memory
 

@@ -20,6 +20,7 @@ from endpoints import embeddings
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EmbeddingCalibration
 from knowledge import lexical, retrieval, services, tasks
+from knowledge.retrieval.library import library_for
 from knowledge.models import (
     IndexJob,
     KnowledgeChunk,
@@ -276,8 +277,8 @@ def test_changing_the_embedding_model_re_embeds_and_never_mixes_models(
     assert source.embedding_model == "demo-embed-v2"
     assert set(KnowledgeEmbedding.objects.values_list("model", flat=True)) == {"demo-embed-v2"}
     assert set(KnowledgeChunk.objects.filter(source=source).values_list("pk", flat=True)) == chunk_ids
-    assert retrieval.library_for(embedded_campaign.pk, "demo-embed").size == 0
-    library = retrieval.library_for(embedded_campaign.pk, "demo-embed-v2")
+    assert library_for(embedded_campaign.pk, "demo-embed").size == 0
+    library = library_for(embedded_campaign.pk, "demo-embed-v2")
     assert set(library.chunk_ids.tolist()) == chunk_ids and library.matrix.shape == (2, DIMENSIONS)
 
 
@@ -299,10 +300,10 @@ def test_vectors_are_only_searched_for_enabled_ready_sources_of_the_campaign(
 ):
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
     upload(CampaignFactory(owner=alice, endpoint=embedded_campaign.endpoint), OLD, django_capture_on_commit_callbacks)
-    library = retrieval.library_for(embedded_campaign.pk, "demo-embed")
+    library = library_for(embedded_campaign.pk, "demo-embed")
     assert library.size == 2 and len(library.top(library.matrix[0], 10)) == 2
     KnowledgeSource.objects.filter(pk=source.pk).update(enabled=False)
-    library = retrieval.library_for(embedded_campaign.pk, "demo-embed")
+    library = library_for(embedded_campaign.pk, "demo-embed")
     assert library.top(library.matrix[0], 10) == []
 
 

@@ -4,7 +4,8 @@ import pytest
 
 from contextbuild.tokens import count_tokens
 from knowledge import query
-from knowledge.query import QueryInputs, assemble, lexical_admits
+from knowledge.query import QueryInputs, assemble, vocabulary
+from knowledge.query.weighing import lexical_admits, why_not_admitted
 
 STATE = {
     "scene": {"summary": "Mara waits at the quay for the harbourmaster.", "location": "Westhaven harbour"},
@@ -26,13 +27,13 @@ def index(q, word):
 
 @pytest.mark.parametrize("word", ["the", "and", "you", "your", "says", "said", "would", "through", "something"])
 def test_common_words_never_become_terms(word):
-    assert word in query.STOPWORDS
-    assert word not in query.terms(f"{word} {word} lantern")
-    assert query.terms(f"{word} lantern") == ["lantern"]
+    assert word in vocabulary.STOPWORDS
+    assert word not in vocabulary.terms(f"{word} {word} lantern")
+    assert vocabulary.terms(f"{word} lantern") == ["lantern"]
 
 
 def test_the_stopword_list_is_several_hundred_words():
-    assert len(query.STOPWORDS) > 400
+    assert len(vocabulary.STOPWORDS) > 400
 
 
 def test_the_query_reads_scene_location_entities_aliases_open_threads_and_the_story():
@@ -44,7 +45,7 @@ def test_the_query_reads_scene_location_entities_aliases_open_threads_and_the_st
 
 
 def test_inflections_are_one_term():
-    assert query.terms("harbour harbours tides tide bridges bridge") == ["harbour", "tides", "bridges"]
+    assert vocabulary.terms("harbour harbours tides tide bridges bridge") == ["harbour", "tides", "bridges"]
 
 
 def test_only_the_newest_four_actions_and_600_tokens_of_story_are_read():
@@ -91,7 +92,7 @@ def test_everyday_english_words_never_admit():
     q = built(["Years later the real people sell the house and pay the smugglers for lighthouse oil."])
     everyday = {index(q, w) for w in ("years", "real", "people", "sell", "house", "pay")}
     assert not lexical_admits(everyday, q.terms, q.standing, q.shares)
-    assert query.why_not_admitted(everyday, q.terms, q.standing).startswith("common words, which never admit")
+    assert why_not_admitted(everyday, q.terms, q.standing).startswith("common words, which never admit")
     assert lexical_admits(everyday | {index(q, "lighthouse"), index(q, "smugglers")}, q.terms, q.standing, q.shares)
 
 
@@ -100,7 +101,7 @@ def test_two_middling_words_do_not_admit_without_a_rare_one():
     q = built(["You hang the wet shirts and find a coin in a pocket while the smugglers row past."])
     middling = {index(q, "hang"), index(q, "pocket")}
     assert not lexical_admits(middling, q.terms, q.standing, q.shares)
-    assert "none is a rare word" in query.why_not_admitted(middling, q.terms, q.standing)
+    assert "none is a rare word" in why_not_admitted(middling, q.terms, q.standing)
     assert lexical_admits({index(q, "hang"), index(q, "smugglers")}, q.terms, q.standing, q.shares)
 
 

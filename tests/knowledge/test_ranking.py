@@ -8,15 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from knowledge.query import QueryInputs, assemble, matched_terms, weigh_terms
-from knowledge.ranking import (
-    REDUNDANT_SIMILARITY,
-    Candidate,
-    Term,
-    cosine,
-    lexical_verdict,
-    rank,
-)
+from knowledge.query import QueryInputs, assemble
+from knowledge.query.weighing import matched_terms, weigh_terms
+from knowledge.ranking import REDUNDANT_SIMILARITY, cosine, rank
+from knowledge.ranking.admission import lexical_verdict
+from knowledge.ranking.records import Candidate, Term
 
 RARE = 1 << 30
 MIDDLING = 20000

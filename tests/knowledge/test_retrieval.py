@@ -10,7 +10,8 @@ from django.core.management import call_command
 from endpoints.embeddings import for_retrieval
 from knowledge import retrieval, services
 from knowledge.query import QueryInputs
-from knowledge.retrieval import library_for, retrieve
+from knowledge.retrieval import retrieve
+from knowledge.retrieval.library import library_for
 from tests.factories import CampaignFactory
 from tests.knowledge.lore import DRAGONS, HIDDEN_KEY, SCENE, WESTHAVEN, calibrate
 

@@ -32,7 +32,7 @@ KNOWN = {
 
 #: PostgreSQL's stemmer matches "faint" too, so salt wraiths holds three
 #: meaningful words (crust, faint, pale), and three stand without meaning's
-#: confirmation (knowledge.ranking._vetoed).
+#: confirmation (knowledge.ranking.admission._vetoed).
 ON_POSTGRES = {"T1_paraphrase_shimmering_seabed": "salt wraiths on three words (crust, faint, pale) at cosine 0.26"}
 
 
