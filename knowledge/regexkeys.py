@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 
 import regex
 
@@ -190,10 +191,25 @@ class Patterns:
     def __init__(self, *, max_keys: int = KEYS_PER_CAMPAIGN, max_size: int = SIZE_PER_CAMPAIGN):
         self.max_keys = max_keys
         self.max_size = max_size
+        #: The keys held compiled, and their unrolled size together.
+        self.held = 0
         self.size = 0
         #: How many keys this table compiled (the benchmark and the tests read it).
         self.compiles = 0
         self._known: dict[str, tuple[object, str]] = {}
+
+    def adopt(self, other: Patterns, wanted: Iterable[str]) -> None:
+        """Takes over `other`'s compiled keys that are still `wanted` (the
+        library changed, most of its keys did not), within this table's
+        limits; the rest are freed with `other`."""
+        known = dict(list(other._known.items()))
+        for key in dict.fromkeys(wanted):
+            pattern, _ = known.get(key, (None, ""))
+            size = size_of(split(key)[0]) if pattern is not None else 0
+            if pattern is not None and self.held < self.max_keys and self.size + size <= self.max_size:
+                self._known[key] = (pattern, "")
+                self.held += 1
+                self.size += size
 
     def get(self, key: str, deadline: float):
         """The compiled key, or None and why not. A key not yet known is
@@ -205,15 +221,14 @@ class Patterns:
             return None, OUT_OF_TIME
         refusal = problem(key)
         size = 0 if refusal else size_of(split(key)[0])
-        if not refusal and self.compiles >= self.max_keys:
+        if not refusal and self.held >= self.max_keys:
             refusal = f"{key} would be past the {self.max_keys:,} regex keys one campaign may use"
         elif not refusal and self.size + size > self.max_size:
             refusal = f"{key} would take the campaign's regex keys past {self.max_size:,} unrolled copies of their parts"
-        if refusal:
-            result = (None, refusal)
-        else:
-            result = _compiled(key)
+        result = (None, refusal) if refusal else _compiled(key)
+        if not refusal:
             self.compiles += 1
-            self.size += size
+            self.held += result[0] is not None
+            self.size += size if result[0] is not None else 0
         self._known[key] = result
         return result

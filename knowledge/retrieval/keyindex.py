@@ -4,8 +4,9 @@ whose keys the scene names (knowledge.keys judges them).
 
 The campaign's compiled regex keys (knowledge.regexkeys.Patterns) live in
 the same cache entry: compiled once, reused every turn, and freed when the
-entry is replaced (the book changed) or evicted, never in a global cache
-that thrashes past its size."""
+entry is evicted, or, for the keys the library no longer has, when it is
+replaced (a book changed); never in a global cache that thrashes past its
+size."""
 
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def _key_index(campaign_id: int, library_stamp: tuple) -> tuple[Indexed, Pattern
         if entries[entry_id].keys or entries[entry_id].regex_keys:
             indexed.append((chunk_id, source_id, entries[entry_id]))
     compiled = Patterns(max_keys=settings.KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN)
+    if cached is not None:
+        compiled.adopt(cached[2], (k for e in entries.values() for k in (*e.regex_keys, *e.secondary_keys)))
     with _key_lock:
         _key_cache[key] = (library_stamp, indexed, compiled)
         _key_cache.move_to_end(key)

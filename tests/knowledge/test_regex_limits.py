@@ -3,7 +3,8 @@ compile bomb is refused at import and at an entry's edit, quickly and with
 a reason; a book or a campaign past its regex-key limit is refused at
 import; rows stored before the limits are skipped at turn time with the
 reason in the lore decisions; and a campaign's keys are compiled once, in
-its key index, and freed with it."""
+its key index, and freed with it (those the library still has are kept
+when it changes)."""
 
 import gc
 import json
@@ -151,5 +152,9 @@ def test_a_campaigns_regex_keys_are_compiled_once_across_turns_and_freed_with_it
     services.source_index_now(KnowledgeSource.objects.get(pk=source.pk))
     del table
     assert "Lamps" in {c.heading_path for c in ask(campaign, "The lamps swing.").candidates}
+    # The new index keeps the 599 keys the book still has and compiles the one it gained.
+    assert compiles[600:] == ["lamps?"]
+    [(_, _, table)] = keyindex._key_cache.values()
+    assert (table.held, table.compiles) == (600, 1)
     gc.collect()
     assert freed() is None

@@ -147,3 +147,15 @@ def test_a_case_sensitive_key_is_a_whole_word_found_without_compiling(compiles, 
     found = keys.match([EntryKeys(entry_id=1, keys=("Rose",), case_sensitive=True)], text, frozenset()).get(1)
     assert bool(found and found.admitted) is admits
     assert compiles == []
+
+
+def test_a_new_table_adopts_the_compiled_keys_still_wanted_within_its_limits(compiles):
+    old = Patterns()
+    for key in ("/quay/", "/dock/", "/pier/", "/(un/"):
+        old.get(key, time.monotonic() + 1)
+    new = Patterns(max_keys=1)
+    new.adopt(old, ["/dock/", "/pier/", "/(un/", "/mast/"])
+    assert (new.held, new.compiles) == (1, 0)
+    assert new.get("/dock/", 0)[0] is old.get("/dock/", 0)[0]
+    assert new.get("/pier/", time.monotonic() + 1)[0] is None  # past its one key
+    assert len(compiles) == 4
