@@ -159,3 +159,12 @@ def test_a_new_table_adopts_the_compiled_keys_still_wanted_within_its_limits(com
     assert new.get("/dock/", 0)[0] is old.get("/dock/", 0)[0]
     assert new.get("/pier/", time.monotonic() + 1)[0] is None  # past its one key
     assert len(compiles) == 4
+
+
+def test_an_importer_never_compiles_a_bare_key_longer_than_a_regex_key_may_be():
+    from knowledge.lorebooks.entries import compiles_as_pattern
+
+    started = time.perf_counter()
+    assert not compiles_as_pattern("(?:ab|cd)" * 100_000)  # 900 KB: 10 s for the standard library
+    assert time.perf_counter() - started < 0.1
+    assert compiles_as_pattern("(?:ab|cd)+") and not compiles_as_pattern("(unclosed")
