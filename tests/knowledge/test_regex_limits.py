@@ -13,6 +13,7 @@ import weakref
 
 import pytest
 import regex
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
@@ -73,6 +74,14 @@ def test_the_compile_bomb_file_is_refused_at_import_naming_the_key_and_why(campa
     assert refusal.startswith("bomb.json: the entry “Entry 0” cannot be used: the pattern /(?#0)")
     assert "repeats too much" in refusal
     assert compiles == [] and not KnowledgeSource.objects.filter(campaign=campaign).exists()
+
+
+def test_the_library_page_shows_the_refusal_of_the_compile_bomb(reader, campaign):
+    bomb = SimpleUploadedFile("bomb.json", world_info([[BOMB.format(n=1)]]))
+    url = reverse("library_upload", kwargs={"pk": campaign.pk})
+    response = reader.post(url, {"files": [bomb], "classification": "", "visibility": "visible"}, **HX)
+    body = response.content.decode()
+    assert "bomb.json: the entry “Entry 0” cannot be used" in body and "repeats too much" in body
 
 
 def test_a_book_of_6000_regex_keys_is_refused_at_import(campaign):
