@@ -1,16 +1,19 @@
 """Synthetic lore libraries for the benchmarks: passages of a Zipf-like
 invented vocabulary written through the real lexical index, a unit vector
 each (a few close to a shared direction, so some cosines clear the floor),
-and turn queries drawn from the same vocabulary. Deterministic for a seed."""
+and turn queries drawn from the same vocabulary. Deterministic for a seed.
+And a campaign's regex keys matched turn after turn, for key matching's figures."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from . import lexical
+from . import keys, lexical, regexkeys
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import QueryInputs
 from .query.vocabulary import STOPWORDS
@@ -131,3 +134,24 @@ def _vocabulary(rng: np.random.Generator) -> list[str]:
             seen.add(word)
             words.append(word)
     return words
+
+
+def regex_key_turns(count: int, *, scene: str, most: int = 20) -> list[float]:
+    """Milliseconds of key matching for each turn of a campaign of `count`
+    regex keys, one per entry, from its first turn (its table empty) to the
+    first turn that compiled nothing (at most `most` turns): the first turns
+    compile what the turn's deadline allows, the last is what every later
+    turn costs."""
+    entries = [
+        keys.EntryKeys(entry_id=i, regex_keys=(f"/\\b(?:wyrm{i}|lanterns? of {i})\\b/i",)) for i in range(count)
+    ]
+    table = regexkeys.Patterns(max_keys=count)
+    timings = []
+    for _ in range(most):
+        before = table.compiles
+        started = time.perf_counter()
+        keys.match(entries, scene, frozenset(), table)
+        timings.append((time.perf_counter() - started) * 1000)
+        if table.compiles == before:
+            break
+    return timings

@@ -1,8 +1,7 @@
 from django import forms
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 
-from . import keys as keys_module
-from . import services
+from . import regexkeys, services
 from .lorebooks import is_regex_key, key_line
 from .models import KnowledgeSource
 
@@ -46,8 +45,10 @@ class EntryForm(forms.Form):
     enabled = forms.BooleanField(required=False)
 
     def clean_keys(self):
+        """Each regex key checked and compiled as a turn would (the check
+        first, so a key that would explode is refused uncompiled)."""
         keys = self.cleaned_data["keys"]
-        problems = [keys_module.pattern_problem(k) for k in key_line(keys) if is_regex_key(k)]
+        problems = [regexkeys.compile_key(k)[1] for k in key_line(keys) if is_regex_key(k)]
         problems = [p for p in problems if p]
         if problems:
             raise forms.ValidationError("; ".join(problems) + ".")

@@ -22,8 +22,11 @@ Plain keys are matched as whole words on this module's stems, so "dragon"
 finds "dragons" and "Aldric's", never "dragonfly". A format that matches
 substrings says so (KoboldAI; SillyTavern's `matchWholeWords: false`), and
 `caseSensitive: true` is kept. Regex keys (`/pattern/flags`) are matched
-against the query text with the `regex` module and a time limit, since a
-reader's pattern runs on the server every turn.
+against the query text with the `regex` module, checked before they are
+compiled and compiled once per campaign (knowledge.regexkeys), within one
+deadline per turn that covers compiling and searching, since a reader's
+pattern runs on the server every turn. An entry whose regex key is refused
+says why, for the inspector, when nothing else names it.
 
 Pure: no Django, no database.
 """
@@ -33,20 +36,22 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import lru_cache
-
-import regex
+from dataclasses import dataclass, field
 
 from .query.vocabulary import STOPWORDS, stem
+from .regexkeys import OUT_OF_TIME, Patterns
 
 #: How long one regex key may search one query, in seconds. The query text is
 #: a few thousand characters; a pattern that needs longer is backtracking.
 REGEX_TIMEOUT = 0.05
-#: How long all of a turn's regex keys may search together: a library of
-#: backtracking patterns costs its owner's turns a quarter second, never the
-#: shared worker a second per pattern. Keys past it are not tried.
+#: How long all of a turn's regex keys may be compiled and searched
+#: together: a library of backtracking patterns costs its owner's turns a
+#: quarter second, never the shared worker a second per pattern. Keys past it
+#: are not tried; keys compiled before it stay compiled for the next turn.
 REGEX_BUDGET = 0.25
+#: Entries a turn reports as refused for their regex keys (the rest are
+#: skipped quietly): enough for the inspector, never a candidate per key.
+REFUSALS_REPORTED = 10
 AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
 LOGIC_WORDS = {AND_ANY: "AND ANY", NOT_ALL: "NOT ALL", NOT_ANY: "NOT ANY", AND_ALL: "AND ALL"}
 
@@ -94,25 +99,38 @@ class Scene:
     at: dict
     #: When the turn's regex budget runs out (time.monotonic()).
     regex_deadline: float = 0.0
+    #: The campaign's compiled regex keys (a table of this turn's own when none is given).
+    patterns: Patterns = field(default_factory=Patterns)
+    #: Why each regex key refused this turn could not be used, by key.
+    refused: dict = field(default_factory=dict)
 
     @classmethod
-    def of(cls, text: str) -> Scene:
+    def of(cls, text: str, patterns: Patterns | None = None) -> Scene:
         stems = tuple(stem(w) for w in _WORD.findall(text.lower()))
         at: dict[str, list[int]] = {}
         for i, key in enumerate(stems):
             at.setdefault(key, []).append(i)
         return cls(
-            text=text, lowered=text.lower(), stems=stems, at=at, regex_deadline=time.monotonic() + REGEX_BUDGET
+            text=text, lowered=text.lower(), stems=stems, at=at, regex_deadline=time.monotonic() + REGEX_BUDGET,
+            patterns=patterns if patterns is not None else Patterns(),
         )
 
 
-def match(entries: Iterable[EntryKeys], text: str, standing: frozenset[str]) -> dict[int, KeyMatch]:
+def match(
+    entries: Iterable[EntryKeys], text: str, standing: frozenset[str], patterns: Patterns | None = None
+) -> dict[int, KeyMatch]:
     """The entries whose keys the scene names, by entry id (entries it does
-    not name are left out). `standing` is the standing entities' word stems."""
-    scene = Scene.of(text)
+    not name are left out, but for the first few whose regex keys were
+    refused, with why). `standing` is the standing entities' word stems;
+    `patterns` the campaign's compiled regex keys, kept between turns."""
+    scene = Scene.of(text, patterns)
     found = {}
+    reported = 0
     for entry in entries:
         result = _match_entry(entry, scene, standing)
+        if result is None and reported < REFUSALS_REPORTED:
+            result = _refusal(entry, scene)
+            reported += result is not None
         if result is not None:
             found[entry.entry_id] = result
     return found
@@ -134,11 +152,21 @@ def _match_entry(entry: EntryKeys, scene: Scene, standing: frozenset[str]) -> Ke
     return KeyMatch(entry.entry_id, keys=tuple(counting))
 
 
+def _refusal(entry: EntryKeys, scene: Scene) -> KeyMatch | None:
+    """The entry, not admitted, with why its refused regex keys were not
+    used; None when none was refused (a key not tried for lack of time is
+    tried next turn, and says nothing)."""
+    reasons = [scene.refused[k] for k in entry.regex_keys if k in scene.refused]
+    if not reasons:
+        return None
+    return KeyMatch(entry.entry_id, why="its regex keys are not used: " + "; ".join(reasons))
+
+
 def _names_plain(key: str, scene: Scene, entry: EntryKeys) -> bool:
     if entry.substring:
         return (key in scene.text) if entry.case_sensitive else (key.lower() in scene.lowered)
     if entry.case_sensitive:
-        return regex.search(rf"(?<!\w){regex.escape(key)}(?!\w)", scene.text) is not None
+        return _whole_word_in(key, scene.text)
     wanted = [stem(w) for w in _WORD.findall(key.lower())]
     if not wanted:
         return False
@@ -148,43 +176,37 @@ def _names_plain(key: str, scene: Scene, entry: EntryKeys) -> bool:
     return False
 
 
+def _whole_word_in(key: str, text: str) -> bool:
+    """Whether `key` occurs in `text` with no word character either side:
+    found by string search, so a case-sensitive key compiles nothing."""
+    start = text.find(key)
+    while start >= 0:
+        if not _word_char(text, start - 1) and not _word_char(text, start + len(key)):
+            return True
+        start = text.find(key, start + 1)
+    return False
+
+
+def _word_char(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
+
+
 def _named_by_pattern(key: str, scene: Scene) -> bool:
-    pattern = compiled(key)
+    """Whether the compiled key finds itself in the scene. Compiling and
+    searching share the turn's deadline, checked before either; a refused
+    key is remembered with its reason."""
+    pattern, why = scene.patterns.get(key, scene.regex_deadline)
+    if pattern is None:
+        if why != OUT_OF_TIME:
+            scene.refused[key] = why
+        return False
     left = scene.regex_deadline - time.monotonic()
-    if pattern is None or left <= 0:
+    if left <= 0:
         return False
     try:
         return pattern.search(scene.text, timeout=min(REGEX_TIMEOUT, left)) is not None
     except TimeoutError:
         return False
-
-
-@lru_cache(maxsize=4096)
-def compiled(key: str):
-    """A `/pattern/flags` key compiled (JavaScript's flags: i, m, s; g, u
-    and y change nothing for a yes-or-no search), or None when it is not a
-    pattern `regex` can compile."""
-    end = key.rfind("/")
-    body, flags = key[1:end], key[end + 1:]
-    options = regex.V0
-    options |= regex.IGNORECASE if "i" in flags else 0
-    options |= regex.MULTILINE if "m" in flags else 0
-    options |= regex.DOTALL if "s" in flags else 0
-    try:
-        return regex.compile(body, options)
-    except (regex.error, ValueError, OverflowError, RecursionError):
-        return None
-
-
-def pattern_problem(key: str) -> str:
-    """Why a regex key cannot be used, in words; "" when it can."""
-    if compiled(key) is not None:
-        return ""
-    try:
-        regex.compile(key[1:key.rfind("/")])
-    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-        return f"the pattern {key} is not a regular expression Loremaster can read ({exc})"
-    return f"the pattern {key} is not a regular expression Loremaster can read"
 
 
 def _key_words(key: str) -> list[str]:
@@ -224,7 +246,12 @@ def _secondary_refusal(entry: EntryKeys, scene: Scene) -> str:
 
 
 def _names_secondary(key: str, scene: Scene, entry: EntryKeys) -> bool:
-    if key.startswith("/") and compiled(key) is not None:
-        return _named_by_pattern(key, scene)
+    """A secondary key written `/…/` is a pattern when it is one Loremaster
+    can use; otherwise it is matched as the text it is."""
+    if key.startswith("/") and key.rfind("/") > 0:
+        pattern, why = scene.patterns.get(key, scene.regex_deadline)
+        if pattern is not None:
+            return _named_by_pattern(key, scene)
+        if why == OUT_OF_TIME:
+            return False
     return _names_plain(key, scene, entry)
-

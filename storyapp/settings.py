@@ -326,6 +326,13 @@ KNOWLEDGE_MAX_FILES_PER_UPLOAD = env_int("LOREMASTER_MAX_FILES_PER_UPLOAD", 50)
 KNOWLEDGE_MAX_REQUEST_BYTES = env_int(
     "LOREMASTER_MAX_REQUEST_BYTES", KNOWLEDGE_MAX_UPLOAD_BYTES * 4 + 1024 * 1024
 )
+# Regex keys (`/pattern/flags`) compile on the server for every turn: a
+# book with more than KNOWLEDGE_REGEX_KEYS_PER_BOOK of them, or one that
+# would take its campaign past KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN, is refused
+# at import and at an entry's edit (knowledge.services.regexcaps), and a turn
+# compiles no more than the campaign's limit (knowledge.regexkeys).
+KNOWLEDGE_REGEX_KEYS_PER_BOOK = env_int("LOREMASTER_REGEX_KEYS_PER_BOOK", 500)
+KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN = env_int("LOREMASTER_REGEX_KEYS_PER_CAMPAIGN", 2_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # Every request body is bounded before Django reads it (storyapp/limits.py,

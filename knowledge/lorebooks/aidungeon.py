@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys
+from .entries import Entry, Lorebook, LorebookError, compiles_as_pattern, kind_of, split_keys
 
 CARDS = "AI Dungeon story cards"
 WORLD_INFO = "AI Dungeon world info"
@@ -113,7 +113,7 @@ def _entry(raw, index: int, format_name: str) -> Entry | None:
     written, suffixes = _split(raw.get("keys"), format_name, label)
     plain, patterns, as_regex = [], [], {}
     for key in written:
-        if _REGEX_CHARS & set(key) and _compiles(key):
+        if _REGEX_CHARS & set(key) and compiles_as_pattern(key):
             pattern = f"/{key}/i"
             patterns.append(pattern)
             as_regex[pattern] = key
@@ -178,13 +178,6 @@ def _top_level_commas(text: str) -> list[str]:
     parts.append(text[start:])
     return parts
 
-
-def _compiles(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
 
 
 def _destring(value):

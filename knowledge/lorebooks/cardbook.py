@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, is_regex_key
+from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, compiles_as_pattern, is_regex_key
 from knowledge.lorebooks.sillytavern import (
     LOGIC_NAMES,
     POSITION_NAMES,
@@ -271,20 +271,13 @@ def _promote_regex_keys(
     that compile, as `/key/` patterns; plain words stay plain keys."""
     plain, patterns = [], []
     for key in keys:
-        if _REGEX_SYNTAX.search(key) and _compiles(key):
+        if _REGEX_SYNTAX.search(key) and compiles_as_pattern(key):
             pattern = f"/{key}/"
             patterns.append(pattern if is_regex_key(pattern) else key)
         else:
             plain.append(key)
     return tuple(plain), tuple(patterns)
 
-
-def _compiles(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
 
 
 def _default(value, default):

@@ -11,7 +11,10 @@ whatever the format carries that Loremaster does not use is kept in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+from ..regexkeys import MAX_LENGTH
 
 
 class LorebookError(ValueError):
@@ -117,6 +120,21 @@ def is_regex_key(key: str) -> bool:
         return False
     end = key.rfind("/")
     return end > 0 and all(flag in "gimsuy" for flag in key[end + 1:])
+
+
+def compiles_as_pattern(key: str) -> bool:
+    """Whether a key written bare reads as a regular expression (the
+    standard library's reading), for the formats whose keys may be patterns
+    without the `/…/` (Risu's `useRegex`, a V3 card's `use_regex`, AI
+    Dungeon's). A key longer than a regex key may be is not tried: it would
+    be refused as one, and compiling a 900 KB key takes seconds."""
+    if len(key) > MAX_LENGTH:
+        return False
+    try:
+        re.compile(key)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    return True
 
 
 def kind_of(value) -> str:

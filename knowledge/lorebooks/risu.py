@@ -12,9 +12,7 @@ public/scripts/world-info.js), which is where the field meanings come from.
 
 from __future__ import annotations
 
-import re
-
-from .entries import Entry, Lorebook, LorebookError, is_regex_key, key_line, kind_of, split_keys
+from .entries import Entry, Lorebook, LorebookError, compiles_as_pattern, is_regex_key, key_line, kind_of, split_keys
 
 FORMAT = "RisuAI lorebook"
 
@@ -64,7 +62,7 @@ def _entry(raw: dict, index: int, folders: dict) -> Entry:
     keys = key_line(texts["key"])
     if raw.get("useRegex") is True:
         # Risu's regex keys are written bare; written `/…/`, they are Loremaster's regex keys.
-        keys = [key if is_regex_key(key) or not _compiles(key) else f"/{key}/" for key in keys]
+        keys = [key if is_regex_key(key) or not compiles_as_pattern(key) else f"/{key}/" for key in keys]
     plain, patterns = split_keys(keys)
     secondary_plain, secondary_patterns = split_keys(key_line(texts["secondkey"]))
 
@@ -87,10 +85,3 @@ def _entry(raw: dict, index: int, folders: dict) -> Entry:
         extras=extras,
     )
 
-
-def _compiles(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True

@@ -20,6 +20,8 @@ The modules, each importing only those listed after it:
   importing a batch of files, each on its own.
 - `lorebooks`: storing a lorebook as a source with its entries, editing an
   entry, and giving the book back as SillyTavern World Info.
+- `regexcaps`: the regex keys a book and a campaign may hold, checked
+  before a book or an edited entry is stored.
 - `sources`: what a reader or an importer does to a source (upload, create,
   change its settings, delete, re-index), and the always-include guard.
 - `indexing`: running one job: the claim, chunking, embedding, the swap.

@@ -23,6 +23,7 @@ from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
+from .regexcaps import regex_keys_check
 from .sources import ImportRefused, content_hash, source_always_include_check, source_store
 
 Source = KnowledgeSource
@@ -131,13 +132,16 @@ def lorebook_create(
     `metadata` is what a campaign bundle kept of the file (else the book's).
 
     Raises DuplicateSource when the campaign holds the same book already,
-    ImportRefused for always-include outside Canon.
+    ImportRefused for always-include outside Canon, for a regex key that
+    cannot be compiled safely, and past the book's or the campaign's
+    regex-key limits (knowledge.services.regexcaps).
     """
     # World info and lorebooks are Canon, and so is a card's book (of that character).
     classification = classification or Source.Classification.CANON
     book = with_macros_filled(book)
     source_always_include_check(classification=classification, always_include=always_include)
     name = PurePath(filename).name
+    regex_keys_check(campaign_id=campaign.pk, name=name, entries=book.entries)
 
     def store_entries(source: KnowledgeSource) -> None:
         LoreEntry.objects.bulk_create(
@@ -160,11 +164,14 @@ def lorebook_create(
 @transaction.atomic
 def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled: bool) -> LoreEntry:
     """Changes one entry and queues its book's re-index. `keys` is the
-    reader's comma-separated list; a key written /pattern/flags is a regex.
-    The old passages stay searchable until the new ones are swapped in."""
+    reader's comma-separated list; a key written /pattern/flags is a regex,
+    held to the same limits as an import's. The old passages stay
+    searchable until the new ones are swapped in."""
     plain, patterns = split_keys(key_line(keys))
     entry.title = title.strip()[:300]
     entry.keys, entry.regex_keys = list(plain), list(patterns)
+    book = [entry if e.pk == entry.pk else e for e in entry.source.entries.only("title", "regex_keys", "secondary_keys")]
+    regex_keys_check(campaign_id=entry.source.campaign_id, name=entry.source.title, entries=book, replacing=entry.source)
     entry.text = text.replace("\r\n", "\n").replace("\r", "\n")
     entry.enabled = enabled
     entry.save(update_fields=["title", "keys", "regex_keys", "text", "enabled"])

@@ -9,6 +9,7 @@ from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
 from .. import derivedjobs
+from . import BundleError
 from ..models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 from .validate import validate
 
@@ -51,6 +52,8 @@ def _write(plan: dict, owner) -> Campaign:
                 knowledge.source_create(text=source["text"], **options)
         except knowledge.DuplicateSource:
             continue  # the same text twice in one bundle: one source carries it
+        except knowledge.ImportRefused as exc:
+            raise BundleError(str(exc)) from exc  # a regex-key limit: nothing of the bundle is kept
     ContextSnapshot.objects.bulk_create(
         ContextSnapshot(
             action=created[s["action"]], report=s["report"], system_text=s["system"], story_text=s["story"],

@@ -170,3 +170,14 @@ def test_a_malformed_lorebook_in_a_bundle_is_refused_naming_the_entry(alice):
     with pytest.raises(BundleError, match=r"sources\[0\]\.lorebook\.entries\[0\]\.keys"):
         import_bundle(broken, owner=alice)
     assert not Campaign.objects.filter(owner=alice).exists()
+
+
+def test_a_bundle_whose_lorebook_holds_a_compile_bomb_is_refused_and_writes_nothing(alice):
+    broken = copy.deepcopy(EXAMPLE)
+    bomb = "/(?:(?:(?:a{100}){100}){100})/"
+    broken["sources"][0]["lorebook"] = {
+        "format": "SillyTavern World Info", "entries": [{"title": "Bomb", "text": "x", "regex_keys": [bomb]}],
+    }
+    with pytest.raises(BundleError, match="the entry “Bomb” cannot be used: the pattern .* repeats too much"):
+        import_bundle(broken, owner=alice)
+    assert not Campaign.objects.filter(owner=alice).exists()

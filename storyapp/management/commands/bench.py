@@ -15,6 +15,8 @@ separate worker process must see is committed and deleted after):
   worker is not in it;
 - retrieval for one turn at 1k / 10k / 100k passages, lexical only and with
   the semantic path (query vector given, as bench_retrieval does);
+- key matching for a campaign at the regex-key limit, its first turn and a
+  turn once its keys are compiled;
 - import throughput: MB/s to ready lexically, passages/s embedded against the
   loopback demo server;
 - the local embedding model (all-MiniLM-L6-v2, when requirements-local.txt is
@@ -56,7 +58,7 @@ from endpoints import localembed
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EmbeddingCalibration, EndpointProfile
 from knowledge import services as knowledge_services
-from knowledge.benchdata import SyntheticLibrary
+from knowledge.benchdata import SyntheticLibrary, regex_key_turns
 from knowledge.management.commands.bench_import import generated_markdown
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
@@ -155,6 +157,7 @@ class Command(BaseCommand):
         empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
         self._turn_overhead(empty, "empty library")
         self._retrieval_and_large_overhead()
+        self._regex_keys(settings.KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN)
         self._import_throughput()
         self._local_embeddings()
 
@@ -270,6 +273,15 @@ class Command(BaseCommand):
 
                 self.figures.append(figure(f"retrieval, {size:,} passages, {label}", "ms", timed(one, self.runs)))
         self._turn_overhead(campaign, f"{self.sizes[-1]:,}-passage library")
+
+    def _regex_keys(self, count: int) -> None:
+        """Key matching for a campaign at the regex-key limit: its first turn,
+        which compiles what the turn's deadline allows, and a turn once all
+        are compiled, against a 2,800-character scene."""
+        runs = [regex_key_turns(count, scene=PARAGRAPH * 10) for _ in range(3 if self.quick else 8)]
+        note = f"all compiled by turn {max(len(r) for r in runs) - 1}"
+        self.figures.append(figure(f"key matching, {count:,} regex keys, first turn", "ms", [r[0] for r in runs], note))
+        self.figures.append(figure(f"key matching, {count:,} regex keys, once compiled", "ms", [r[-1] for r in runs]))
 
     def _import_throughput(self) -> None:
         megabytes = 1.0 if self.quick else 5.0
