@@ -64,8 +64,8 @@ def process(*args: str, ready=None, timeout: float = 30):
 
 
 @contextmanager
-def web_server():
-    port = free_port()
+def web_server(port: int | None = None):
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
 
     def answering() -> bool:
@@ -75,7 +75,7 @@ def web_server():
             return False
 
     with process("-m", "uvicorn", "storyapp.asgi:application", "--port", str(port), "--log-level", "warning",
-                 ready=answering):
+                 "--no-proxy-headers", ready=answering):
         yield base
 
 
