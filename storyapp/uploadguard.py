@@ -74,8 +74,18 @@ class AnonymousUploadGuard:
         if (scope["type"] == "http" and scope["method"] == "POST"
                 and _header(scope, b"content-type").lower().startswith("multipart/")
                 and not _exempt(scope["path"])):
-            key = _session_key(scope)
-            if not key or not await sync_to_async(_signed_in, thread_sensitive=False)(key):
+            if not await _maybe_signed_in(_session_key(scope)):
                 await _redirect_to_login(scope, send)
                 return
         await self.app(scope, receive, send)
+
+
+async def _maybe_signed_in(key: str) -> bool:
+    """False only for a request surely anonymous: a session store that
+    fails (the database busy) leaves the answer to Django, which says so."""
+    if not key:
+        return False
+    try:
+        return await sync_to_async(_signed_in, thread_sensitive=False)(key)
+    except Exception:
+        return True
