@@ -55,6 +55,8 @@ urlpatterns = [
     path("accounts/password/", account.PasswordChange.as_view(), name="password_change"),
     path("accounts/password/done/", account.PasswordChangeDone.as_view(), name="password_change_done"),
     path("", include("endpoints.urls")),
+    # The admin's own password change is not throttled: staff use the readers' page.
+    path("admin/password_change/", RedirectView.as_view(pattern_name="password_change", permanent=False)),
     path("admin/", admin.site.urls),
     path("campaigns/", campaigns.campaign_list, name="campaign_list"),
     path("campaigns/new/", campaigns.campaign_create, name="campaign_create"),

@@ -139,3 +139,10 @@ def test_wrong_old_passwords_are_throttled_like_a_log_in(client, alice, settings
     assert LOGIN_LOCKED_MESSAGE in response.content.decode()
     alice.refresh_from_db()
     assert alice.check_password(PASSWORD)
+
+
+@pytest.mark.django_db
+def test_the_admins_password_change_is_the_throttled_one(client):
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    response = client.get("/admin/password_change/")
+    assert response.status_code == 302 and response["Location"] == reverse("password_change")
