@@ -3,6 +3,7 @@ log-in, the admin's and the password change count together, keyed on the
 username and the address the trusted proxy gives, in the database."""
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -12,6 +13,7 @@ from storyapp.logins import LOCKOUT, LOGIN_LOCKED_MESSAGE, WINDOW, Count, after_
 from tests.factories import PASSWORD, UserFactory
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("count", "now", "expected"), [
@@ -146,3 +148,15 @@ def test_the_admins_password_change_is_the_throttled_one(client):
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     response = client.get("/admin/password_change/")
     assert response.status_code == 302 and response["Location"] == reverse("password_change")
+
+
+def test_uvicorn_never_rewrites_the_client_address_from_a_header():
+    """Uvicorn trusts X-Forwarded-For from loopback by default: the throttle
+    must see the socket's address, and read the header itself (storyapp.addresses)."""
+    from storyapp.demo import procfile
+
+    web = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web:"))
+    demo = next(line for line in procfile(web_port=8000, demo_port=None, python="python").splitlines()
+                if line.startswith("web:"))
+    for line in (web, demo):
+        assert "--no-proxy-headers" in line and " --proxy-headers" not in line
