@@ -80,16 +80,17 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
             if row is None:
                 break
             status = row["status"]
-            if status == Action.Status.PENDING and row["error"]:
-                status = row["error"]
-            if status == Action.Status.PENDING and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
+            waiting = status == Action.Status.PENDING and not row["error"]
+            if waiting and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
                 workers_checked = time.monotonic()
                 unserved = not await sync_to_async(workers.serving)(settings.NARRATION_QUEUE, now=timezone.now())
-            if status == Action.Status.PENDING and unserved:
+            if waiting and unserved:
                 status = NO_NARRATOR
-            if status != told and (status in STREAM_STATUS or status == row["error"]):
-                told = status
-                yield _sse("status", escape(STREAM_STATUS.get(told, told)))
+            # A pending narration with an error is one the broker refused: it says why.
+            message = row["error"] if status == Action.Status.PENDING and row["error"] else STREAM_STATUS.get(status)
+            if message and message != told:
+                told = message
+                yield _sse("status", escape(message))
             text = row["text"]
             if len(text) < offset:
                 break  # a worker took over after another died and starts afresh: the page reloads the story
