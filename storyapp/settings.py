@@ -226,17 +226,17 @@ WHITENOISE_USE_FINDERS = True
 
 # The cache counts readers' rates (quotas), so every web process must see the
 # same one: Redis when hosted, files in var/ on a laptop. Nothing a reader
-# reads depends on it: with Redis down, sessions come from the database and
-# rates are not counted (README, "When Redis is down"). Short socket
-# timeouts, so a Redis that hangs costs a page a second, not forever.
+# reads depends on it: rates are not counted while it is down (README, "When
+# Redis is down"), and sessions are in the database alone (Django's default
+# backend). They were read through Redis (cached_db), which made every
+# logged-in page a 500 with Redis down; and a session ended while a cache
+# was unreachable (a log-out) would live on in it once Redis came back. A
+# primary-key read per page is the price. Short socket timeouts, so a Redis
+# that hangs costs a rate count a second, not a page forever.
 if env_str("REDIS_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": env_str("REDIS_URL"), "KEY_PREFIX": "loremaster",
                           "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
-    # Sessions are read from Redis and written through to the database: a
-    # query less on every page, and a Redis restart loses no one's log-in;
-    # with Redis down, the database alone answers (storyapp.sessions).
-    SESSION_ENGINE = "storyapp.sessions"
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}

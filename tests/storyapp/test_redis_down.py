@@ -25,7 +25,6 @@ def redis_down(monkeypatch):
         overrides.append(override_settings(
             CACHES={"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead,
                                 "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}},
-            SESSION_ENGINE="storyapp.sessions",
         ))
         overrides[-1].enable()
 
@@ -43,10 +42,12 @@ def _log_in(client, password):
     return client.post(reverse("login"), {"username": "alice", "password": password})
 
 
-def test_a_reader_logs_in_and_reads_every_page(client, campaign, play, library, redis_down):
+def test_a_reader_logs_in_and_reads_every_page(client, campaign, play, library, redis_down, settings):
     library(campaign, "# The Quay\nGulls over grey water.")
     _, narration = play("I walk to the quay.")
     redis_down()
+    # Hosted or not, sessions are the database's alone (cached_db raised here).
+    assert settings.SESSION_ENGINE == "django.contrib.sessions.backends.db"
     assert _log_in(client, PASSWORD).status_code == 302
     pages = [reverse("campaign_list"), reverse("campaign_play", args=[campaign.pk]),
              reverse("context_inspector", args=[campaign.pk, narration.pk]), reverse("library", args=[campaign.pk]),
