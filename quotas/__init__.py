@@ -5,16 +5,20 @@ workers, its disk. One reader (or a runaway script holding their session)
 must not take it all, so each reader's turn rate, upload rate and number of
 campaigns are capped. Pages answer a refusal with HTTP 429 and say when to
 try again. Rates are counted in the cache (Redis when hosted), so every web
-process counts together; a refused attempt is not counted.
+process counts together; a refused attempt is not counted. With the cache
+down nothing is counted (rates fail open).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+
+log = logging.getLogger(__name__)
 
 
 class OverQuota(Exception):
@@ -41,6 +45,15 @@ TURNS = Rate("turns", "turns", 60, "nothing you typed is lost")
 UPLOADS = Rate("uploads", "lore files uploaded", 3600, "nothing from this upload was stored")
 
 
+def _count(key: str, amount: int, timeout: int) -> int:
+    cache.add(key, 0, timeout)
+    try:
+        return cache.incr(key, amount)
+    except ValueError:  # the window's key expired between add and incr
+        cache.set(key, amount, timeout)
+        return amount
+
+
 def _window_text(seconds: int) -> str:
     return "a minute" if seconds == 60 else "an hour" if seconds == 3600 else f"{seconds} seconds"
 
@@ -51,11 +64,14 @@ def spend(rate: Rate, reader_id: int, amount: int = 1, *, now: float | None = No
     now = time.time() if now is None else now
     window = int(now // rate.window_seconds)
     key = f"quota:{rate.name}:{reader_id}:{window}"
-    cache.add(key, 0, rate.window_seconds + 5)
     try:
-        used = cache.incr(key, amount)
-    except ValueError:  # the window's key expired between add and incr
-        cache.set(key, used := amount, rate.window_seconds + 5)
+        used = _count(key, amount, rate.window_seconds + 5)
+    except Exception as exc:
+        # Fail open: a rate keeps one reader from crowding the others out,
+        # it is not a security boundary, and a reader must go on reading
+        # while the cache (Redis) is down.
+        log.warning("The cache did not answer (%s); the %s rate is not counted", type(exc).__name__, rate.name)
+        return
     if used <= rate.limit:
         return
     cache.decr(key, amount)

@@ -235,7 +235,9 @@ class Stack:
             PYTHONUNBUFFERED="1",
         )
         if self.https:
-            env["HTTPS"] = "true"
+            # TLS ends at a proxy in front (proxy_headers says what it adds);
+            # uvicorn reads no proxy headers, the app does, behind a proxy.
+            env.update(HTTPS="true", BEHIND_PROXY="true")
         env.update(self.extra_env)
         return env
 

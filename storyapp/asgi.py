@@ -12,5 +12,6 @@ django_application = get_asgi_application()
 
 from storyapp.limits import BodyLimit
 from storyapp.logs import RequestLog
+from storyapp.uploadguard import AnonymousUploadGuard
 
-application = RequestLog(BodyLimit(django_application))
+application = RequestLog(BodyLimit(AnonymousUploadGuard(django_application)))

@@ -164,7 +164,9 @@ def ensure_campaign(username: str) -> Campaign:
 
 def procfile(*, web_port: int, demo_port: int | None, python: str) -> str:
     lines = [
-        f"web: {python} -m uvicorn storyapp.asgi:application --host 127.0.0.1 --port {web_port}",
+        # REMOTE_ADDR stays the socket's address: storyapp.addresses reads
+        # X-Forwarded-For itself, and only behind a proxy of our own.
+        f"web: {python} -m uvicorn storyapp.asgi:application --host 127.0.0.1 --port {web_port} --no-proxy-headers",
         f"worker: {python} -m celery -A storyapp worker --queues=celery --loglevel=INFO --concurrency=2",
         f"narrator: {python} -m celery -A storyapp worker --queues=narration --pool=threads --concurrency=4 "
         "--hostname=narrator@%h --loglevel=INFO",

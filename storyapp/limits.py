@@ -1,4 +1,5 @@
-"""Limits on what a client may make the server do: request bodies, and log-in attempts.
+"""Limits on what a client may make the server do: request bodies (log-in
+attempts are storyapp.logins').
 
 Request bodies: under ASGI Django reads the whole body into a temporary file
 before any middleware or view runs, and uvicorn sets no limit of its own, so
@@ -15,13 +16,9 @@ allows for the multipart overhead around the files); every other path
 `REQUEST_MAX_BODY_BYTES`, a little over what Django accepts as form data.
 """
 
-import hashlib
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
-from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
-from django.core.exceptions import ValidationError
 from django.urls import Resolver404, resolve
 
 Scope = dict
@@ -107,58 +104,3 @@ class BodyLimit:
 
         await self.app(scope, limited_receive, guarded_send)
 
-
-# ---------------------------------------------------------------- log-ins
-# Wrong passwords for one username from one address: after this many within
-# the window, every attempt (the right password too) is refused for the
-# lockout. In the cache, which is Redis when hosted, so all web processes
-# count together.
-LOGIN_FAILURES_ALLOWED = 5
-LOGIN_WINDOW_SECONDS = 15 * 60
-LOGIN_LOCKOUT_SECONDS = 15 * 60
-LOGIN_LOCKED_MESSAGE = (f"Too many failed log-ins for this username from your address. "
-                        f"Try again in {LOGIN_LOCKOUT_SECONDS // 60} minutes.")
-
-
-def _login_key(kind: str, username: str, address: str) -> str:
-    digest = hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
-    return f"login-{kind}:{digest}"
-
-
-def login_locked(*, username: str, address: str) -> bool:
-    return bool(cache.get(_login_key("lock", username, address)))
-
-
-def login_failed(*, username: str, address: str) -> None:
-    """Counts one wrong password; the last one allowed locks the pair out."""
-    key = _login_key("failures", username, address)
-    cache.add(key, 0, LOGIN_WINDOW_SECONDS)
-    try:
-        failures = cache.incr(key)
-    except ValueError:  # the window ended between add and incr
-        cache.set(key, failures := 1, LOGIN_WINDOW_SECONDS)
-    if failures >= LOGIN_FAILURES_ALLOWED:
-        cache.set(_login_key("lock", username, address), True, LOGIN_LOCKOUT_SECONDS)
-        cache.delete(key)
-
-
-def login_succeeded(*, username: str, address: str) -> None:
-    cache.delete(_login_key("failures", username, address))
-
-
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """The login form, refusing a username and address locked out by failed attempts."""
-
-    def clean(self):
-        who = {"username": self.cleaned_data.get("username") or "",
-               "address": self.request.META.get("REMOTE_ADDR", "") if self.request else ""}
-        if login_locked(**who):
-            raise ValidationError(LOGIN_LOCKED_MESSAGE, code="throttled")
-        try:
-            cleaned = super().clean()
-        except ValidationError as error:
-            if error.code == "invalid_login":
-                login_failed(**who)
-            raise
-        login_succeeded(**who)
-        return cleaned

@@ -262,3 +262,17 @@ class Memory(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class LoginFailures(models.Model):
+    """Wrong passwords counted for one throttle key (storyapp.logins): a
+    username with a client address, or a username from anywhere. In the
+    database, not the cache, so a lockout holds while Redis is down."""
+
+    key = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    window_started = models.DateTimeField()
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.failures} failures, locked until {self.locked_until}"

@@ -87,8 +87,8 @@ def _refuse_over_reader_cap(campaign: Campaign) -> None:
 
 #: What a reader is told when the narration could not be handed to a worker.
 BROKER_DOWN = (
-    "The narration could not be started: the task queue (Redis) did not answer. Your action is kept; "
-    "press Retry once the queue is back."
+    "The narration service is unavailable right now (its task queue, Redis, did not answer). "
+    "Your turn is kept, and it is narrated as soon as the service is back."
 )
 
 
@@ -98,15 +98,14 @@ def _enqueue_narration(action: Action) -> None:
 
 def _send_narration(action_id: int) -> None:
     """Hands the narration to a worker. If the broker refuses, the turn is
-    already stored, so it ends failed at once with a reason and Retry,
-    rather than a 500 and a narration that looks busy for minutes."""
+    already stored: it stays pending, saying why, and the workers' sweep
+    sends it again once the broker answers (narration.recover_stale), rather
+    than a 500 and a turn the reader has to type again."""
     try:
         sending.send(NARRATE, action_id)
     except Exception:
         log.exception("Could not queue the narration of action %s", action_id)
-        Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(
-            status=Action.Status.FAILED, error=BROKER_DOWN, heartbeat=None
-        )
+        Action.objects.filter(pk=action_id, status=Action.Status.PENDING).update(error=BROKER_DOWN)
 
 
 def campaign_room(reader) -> None:

@@ -78,7 +78,13 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_HSTS_SECONDS = 31536000 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
-if env_bool("BEHIND_PROXY", False):
+#: Behind a reverse proxy of our own: X-Forwarded-Proto says https, and the
+#: client's address is the one our proxies appended to X-Forwarded-For,
+#: LOREMASTER_TRUSTED_PROXY_HOPS from the right (storyapp.addresses).
+#: Without it, X-Forwarded-For is ignored and the socket's address counts.
+BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
+TRUSTED_PROXY_HOPS = env_int("LOREMASTER_TRUSTED_PROXY_HOPS", 1)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
@@ -152,9 +158,13 @@ if DATABASE_URL:
         # goes back to it at the end of each request or task, so 20 readers
         # do not open 65 new sessions a second, each costing PostgreSQL more
         # than the page it serves.
+        # The wait for a free connection is short and retried once
+        # (storyapp.postgresql), then the page answers 503 (storyapp.views.busy).
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": 1, "max_size": env_int("LOREMASTER_DB_POOL_SIZE", 12), "timeout": 10,
+            "min_size": 1, "max_size": env_int("LOREMASTER_DB_POOL_SIZE", 12),
+            "timeout": env_int("LOREMASTER_DB_POOL_TIMEOUT", 3),
         }
+        DATABASES["default"]["ENGINE"] = "storyapp.postgresql"
 else:
     # SQLite would create the file readable by everyone under the usual
     # umask (and its -wal and -shm files take the database's mode): it holds
@@ -184,6 +194,15 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+#: Django's model backend, but no database connection is held while a
+#: password hashes (storyapp.passwords).
+AUTHENTICATION_BACKENDS = ["storyapp.passwords.PoolFreeBackend"]
+#: Password hashes running at once in one web process; more wait their turn.
+LOREMASTER_PASSWORD_HASHES_AT_ONCE = env_int("LOREMASTER_PASSWORD_HASHES_AT_ONCE", 2)
+#: Wrong passwords before a username is locked out for 15 minutes: from one
+#: client address, and from all addresses together (storyapp.logins).
+LOREMASTER_LOGIN_FAILURES = env_int("LOREMASTER_LOGIN_FAILURES", 5)
+LOREMASTER_LOGIN_FAILURES_PER_USERNAME = env_int("LOREMASTER_LOGIN_FAILURES_PER_USERNAME", 20)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "campaign_list"
 LOGOUT_REDIRECT_URL = "login"
@@ -205,14 +224,19 @@ STORAGES = {
 # laptop case); a hosted deploy runs collectstatic and serves the compressed copies.
 WHITENOISE_USE_FINDERS = True
 
-# The cache counts failed log-ins (storyapp/limits.py), so every web process
-# must see the same one: Redis when hosted, files in var/ on a laptop.
+# The cache counts readers' rates (quotas), so every web process must see the
+# same one: Redis when hosted, files in var/ on a laptop. Nothing a reader
+# reads depends on it: rates are not counted while it is down (README, "When
+# Redis is down"), and sessions are in the database alone (Django's default
+# backend). They were read through Redis (cached_db), which made every
+# logged-in page a 500 with Redis down; and a session ended while a cache
+# was unreachable (a log-out) would live on in it once Redis came back. A
+# primary-key read per page is the price. Short socket timeouts, so a Redis
+# that hangs costs a rate count a second, not a page forever.
 if env_str("REDIS_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": env_str("REDIS_URL"), "KEY_PREFIX": "loremaster"}}
-    # Sessions are read from Redis and written through to the database: a
-    # query less on every page, and a Redis restart loses no one's log-in.
-    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+                          "LOCATION": env_str("REDIS_URL"), "KEY_PREFIX": "loremaster",
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}

@@ -3,8 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from .limits import ThrottledAuthenticationForm
+from .logins import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from .views import (
+    account,
     branches,
     campaigns,
     connect,
@@ -40,12 +41,22 @@ campaign_patterns = [
     path("export/bundle.json", export.campaign_export_bundle, name="campaign_export_bundle"),
 ]
 
+# The admin's log-in goes through the same throttle as the reader's.
+admin.site.login_form = ThrottledAdminAuthenticationForm
+
+#: A request that found the database pool exhausted answers 503, not 500.
+handler500 = "storyapp.views.busy.server_error"
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="campaign_list", permanent=False)),
     path("accounts/login/", auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
          name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/", account.PasswordChange.as_view(), name="password_change"),
+    path("accounts/password/done/", account.PasswordChangeDone.as_view(), name="password_change_done"),
     path("", include("endpoints.urls")),
+    # The admin's own password change is not throttled: staff use the readers' page.
+    path("admin/password_change/", RedirectView.as_view(pattern_name="password_change", permanent=False)),
     path("admin/", admin.site.urls),
     path("campaigns/", campaigns.campaign_list, name="campaign_list"),
     path("campaigns/new/", campaigns.campaign_create, name="campaign_create"),

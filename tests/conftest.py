@@ -70,9 +70,9 @@ def celery_eager():
 
 @pytest.fixture(autouse=True)
 def fresh_login_throttle():
-    """Failed log-ins are counted in the cache, which the live servers share
-    on disk (var/cache): a test's wrong passwords must not lock the next
-    test's reader out."""
+    """Readers' rates are counted in the cache, which the live servers share
+    on disk (var/cache): one test's turns must not use up the next test's
+    reader's. (Failed log-ins are in the database, rolled back per test.)"""
     cache.clear()
     yield
     cache.clear()

@@ -42,13 +42,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def process(*args: str, ready=None, timeout: float = 30):
+def process(*args: str, ready=None, timeout: float = 30, env: dict[str, str] | None = None):
     """The process, its output going to a file: a pipe nobody reads fills up
     (64 KB) and then blocks the process on its next log line, which is how
     a server logging a line per request stalled the browser tests."""
     with tempfile.TemporaryFile(mode="w+") as output:
         proc = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env=environment(), stdout=output, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, *args], cwd=ROOT, env={**environment(), **(env or {})},
+            stdout=output, stderr=subprocess.STDOUT, text=True,
         )
         try:
             deadline = time.monotonic() + timeout
@@ -64,8 +65,8 @@ def process(*args: str, ready=None, timeout: float = 30):
 
 
 @contextmanager
-def web_server():
-    port = free_port()
+def web_server(port: int | None = None, env: dict[str, str] | None = None):
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
 
     def answering() -> bool:
@@ -75,7 +76,7 @@ def web_server():
             return False
 
     with process("-m", "uvicorn", "storyapp.asgi:application", "--port", str(port), "--log-level", "warning",
-                 ready=answering):
+                 "--no-proxy-headers", ready=answering, env=env):
         yield base
 
 

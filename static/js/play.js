@@ -72,6 +72,22 @@
     announce = null;
   });
 
+  // A stream the server refused (busy: 503; a fault: 500) is not retried by
+  // the browser, and the sse extension's own retries back off to a minute,
+  // so a finished narration kept its spinner until a reload. Instead the
+  // story is fetched again after a few seconds, as a finished stream does:
+  // a narration still in flight reconnects, a finished one settles.
+  let recovering = null;
+  document.addEventListener("htmx:sseError", (event) => {
+    const source = event.detail && event.detail.source;
+    if (!source || source.readyState !== EventSource.CLOSED || recovering) return;
+    const working = event.target.querySelector && event.target.querySelector(".working");
+    recovering = window.setTimeout(() => {
+      recovering = null;
+      if (working && document.body.contains(working)) htmx.trigger(working, "sse:done");
+    }, 3000);
+  });
+
   // The Story state panel loads when opened, and again after each story swap
   // while it is open. In code, not in hx-trigger filters: htmx would have to
   // evaluate those, and allowEval is off. `toggle` does not bubble, hence capture.

@@ -8,6 +8,7 @@ import time
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.utils.html import escape
@@ -23,6 +24,8 @@ STREAM_KEEPALIVE_SECONDS = 15
 #: How often a waiting narration's stream asks whether any worker serves
 #: the narration queue.
 STREAM_WORKER_CHECK_SECONDS = 5
+#: When the database pool is exhausted mid-stream, the browser reconnects after this.
+RECONNECT_AFTER_BUSY_MS = 3000
 #: A pending narration with no live worker to take it.
 NO_NARRATOR = "no-narrator"
 #: What the page's status line says while a narration is on its way.
@@ -66,18 +69,28 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         workers_checked, unserved = -STREAM_WORKER_CHECK_SECONDS, False
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
-            row = await owned.values("text", "status").afirst()
+            try:
+                row = await owned.values("text", "status", "error").afirst()
+            except OperationalError:
+                # The pool had no connection (or the database went away):
+                # ending without `done` makes the browser reconnect by itself
+                # after `retry`, resuming from the last event id.
+                yield f"retry: {RECONNECT_AFTER_BUSY_MS}\n\n"
+                return
             if row is None:
                 break
             status = row["status"]
-            if status == Action.Status.PENDING and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
+            waiting = status == Action.Status.PENDING and not row["error"]
+            if waiting and time.monotonic() - workers_checked > STREAM_WORKER_CHECK_SECONDS:
                 workers_checked = time.monotonic()
                 unserved = not await sync_to_async(workers.serving)(settings.NARRATION_QUEUE, now=timezone.now())
-            if status == Action.Status.PENDING and unserved:
+            if waiting and unserved:
                 status = NO_NARRATOR
-            if status in STREAM_STATUS and status != told:
-                told = status
-                yield _sse("status", STREAM_STATUS[told])
+            # A pending narration with an error is one the broker refused: it says why.
+            message = row["error"] if status == Action.Status.PENDING and row["error"] else STREAM_STATUS.get(status)
+            if message and message != told:
+                told = message
+                yield _sse("status", escape(message))
             text = row["text"]
             if len(text) < offset:
                 break  # a worker took over after another died and starts afresh: the page reloads the story

@@ -36,8 +36,9 @@ class Client:
         return next(m["status"] for m in self.sent if m["type"] == "http.response.start")
 
 
-def post(path: str, client: Client, *, length: int | None, content_type: bytes = b"application/x-www-form-urlencoded"):
-    headers = [(b"host", b"localhost"), (b"content-type", content_type)]
+def post(path: str, client: Client, *, length: int | None, content_type: bytes = b"application/x-www-form-urlencoded",
+         extra_headers: list[tuple[bytes, bytes]] = ()):
+    headers = [(b"host", b"localhost"), (b"content-type", content_type), *extra_headers]
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",

@@ -1,6 +1,6 @@
 """Smaller hardening findings of issue 13 (finding 11): the database file's
 mode, /models/ behind the login, htmx evaluating nothing, a
-Content-Security-Policy, and log-in throttling."""
+Content-Security-Policy. Log-in throttling: tests/storyapp/test_logins.py."""
 
 import base64
 import hashlib
@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from storyapp.limits import LOGIN_FAILURES_ALLOWED, LOGIN_LOCKED_MESSAGE
 from storyapp.middleware import inline_hashes
-from tests.factories import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,45 +72,3 @@ def test_the_policy_allows_exactly_the_templates_fixed_inline_pieces(tmp_path):
     (tmp_path / "a.html").write_text('<style>p { color: red; }</style><style>{{ x }}</style>'
                                      '<button onclick="this.remove(&quot;a&quot;)">x</button><b onclick="{{ y }}"></b>')
     assert inline_hashes([tmp_path]) == ([_sha256("p { color: red; }")], [_sha256('this.remove("a")')])
-
-
-def _log_in(client, password, username="alice"):
-    return client.post(reverse("login"), {"username": username, "password": password})
-
-
-@pytest.fixture
-def fresh_cache(settings):
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                   "LOCATION": "login-throttle-test"}}
-    from django.core.cache import cache
-    cache.clear()
-
-
-@pytest.mark.django_db
-def test_repeated_wrong_passwords_lock_the_login_out_even_for_the_right_one(client, alice, fresh_cache):
-    for _ in range(LOGIN_FAILURES_ALLOWED):
-        assert _log_in(client, "wrong").status_code == 200
-    response = _log_in(client, PASSWORD)
-    assert response.status_code == 200
-    assert LOGIN_LOCKED_MESSAGE in response.content.decode()
-    assert "_auth_user_id" not in client.session
-
-
-@pytest.mark.django_db
-def test_a_lockout_is_for_that_username_and_address_only(client, alice, bob, fresh_cache):
-    for _ in range(LOGIN_FAILURES_ALLOWED):
-        _log_in(client, "wrong")
-    assert _log_in(client, PASSWORD, username="bob").status_code == 302
-    other = client.__class__(REMOTE_ADDR="192.0.2.7")
-    assert _log_in(other, PASSWORD).status_code == 302
-
-
-@pytest.mark.django_db
-def test_a_good_log_in_clears_the_earlier_failures(client, alice, fresh_cache):
-    for _ in range(LOGIN_FAILURES_ALLOWED - 1):
-        _log_in(client, "wrong")
-    assert _log_in(client, PASSWORD).status_code == 302
-    client.logout()
-    for _ in range(LOGIN_FAILURES_ALLOWED - 1):
-        _log_in(client, "wrong")
-    assert _log_in(client, PASSWORD).status_code == 302

@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend, waiting for a pooled connection twice (see base)."""
