@@ -12,6 +12,7 @@ from endpoints import embeddings
 from storyapp.models import Campaign
 
 from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
+from .lorebooks.stored import expand
 from .services.lorebooks import USED_EXTRAS
 
 Ready = KnowledgeSource.IndexState.READY
@@ -51,7 +52,7 @@ def entry_view(entry: LoreEntry) -> LoreEntry:
     """The entry with what its page shows: its keys as the line the reader
     edits, and the settings the file gave it that Loremaster keeps unused."""
     entry.key_text = ", ".join(entry.all_keys)
-    extras = entry.extras or {}
+    extras = expand(entry.extras or {})
     filled = set(extras.get("defaulted") or ())
     entry.kept = [
         (name, _shown(value)) for name, value in sorted(extras.items()) if name not in USED_EXTRAS | filled

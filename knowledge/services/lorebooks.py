@@ -21,6 +21,7 @@ from storyapp.models import Campaign
 from ..lorebooks import Entry, Lorebook, key_line, split_keys
 from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info
+from ..lorebooks.stored import compact, expand
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
 from .sources import ImportRefused, content_hash, source_always_include_check, source_store
@@ -144,7 +145,7 @@ def lorebook_create(
             LoreEntry(
                 source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
                 secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
-                enabled=e.enabled, constant=e.constant, extras=e.extras,
+                enabled=e.enabled, constant=e.constant, extras=compact(e.extras),
             )
             for i, e in enumerate(book.entries)
         )
@@ -187,7 +188,7 @@ def book_of(source: KnowledgeSource) -> Lorebook:
     entries = tuple(
         Entry(
             title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
-            regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant, extras=e.extras or {},
+            regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant, extras=expand(e.extras or {}),
         )
         for e in source.entries.order_by("position")
     )
