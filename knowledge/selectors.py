@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Sum
 
 from endpoints import embeddings
@@ -43,9 +44,16 @@ def source_passages(source: KnowledgeSource, *, limit: int = 50) -> list[Knowled
     return list(source.chunks.order_by("index")[:limit])
 
 
-def source_entries(source: KnowledgeSource) -> list[LoreEntry]:
-    """A lorebook's entries in the file's order, each ready for its page (`entry_view`)."""
-    return [entry_view(e) for e in source.entries.order_by("position")]
+#: Entries on one page of a lorebook's source page.
+ENTRIES_PER_PAGE = 100
+
+
+def source_entries(source: KnowledgeSource, *, page: str | int | None = 1, per_page: int = ENTRIES_PER_PAGE) -> Page:
+    """One page of a lorebook's entries in the file's order, each ready for
+    its page (`entry_view`): a 100,000-entry book's page stays small (issue 23)."""
+    shown = Paginator(source.entries.order_by("position"), per_page).get_page(page)
+    shown.object_list = [entry_view(e) for e in shown.object_list]
+    return shown
 
 
 def entry_view(entry: LoreEntry) -> LoreEntry:

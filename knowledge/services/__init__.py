@@ -42,7 +42,7 @@ from .indexing import (
 )
 from .jobs import FAIR_SHARE, dispatch, job_cancel, job_retry
 from .liveness import jobs_recover, jobs_resend_lost
-from .lorebooks import LOREBOOK_SUFFIXES, book_of, entry_update, lorebook_create, world_info_of
+from .lorebooks import LOREBOOK_SUFFIXES, book_of, entry_update, lorebook_create, world_info_of, world_info_stream
 from .sources import (
     ALLOWED_SUFFIXES,
     DuplicateSource,
@@ -68,6 +68,7 @@ __all__ = [
     "lorebook_create",
     "read_upload",
     "world_info_of",
+    "world_info_stream",
     "MAX_RETRIES",
     "DuplicateSource",
     "ImportRefused",

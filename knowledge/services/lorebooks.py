@@ -12,6 +12,7 @@ opens the file sees what the narrator can be given.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import PurePath
 
 from django.db import transaction
@@ -20,7 +21,7 @@ from storyapp.models import Campaign
 
 from ..lorebooks import Entry, Lorebook, key_line, split_keys
 from ..lorebooks.cards import with_macros_filled
-from ..lorebooks.export import to_world_info
+from ..lorebooks.export import to_world_info, world_info_text
 from ..lorebooks.stored import compact, expand
 from ..models import IndexJob, KnowledgeSource, LoreEntry
 from .jobs import _enqueue, _job_for
@@ -29,6 +30,8 @@ from .sources import ImportRefused, content_hash, source_always_include_check, s
 Source = KnowledgeSource
 
 #: Suffixes that mark a lorebook file; the content still decides (knowledge.lorebooks.detect).
+#: Entries read at a time for an export.
+EXPORT_BATCH = 1000
 LOREBOOK_SUFFIXES = (".json", ".png", ".lorebook", ".story", ".scenario")
 #: Entry extras that are how SillyTavern matches keys, which Loremaster
 #: applies (knowledge.keys), the title it read, and the readable labels the
@@ -184,20 +187,40 @@ def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled:
 
 def book_of(source: KnowledgeSource) -> Lorebook:
     """The source's entries, edits included, as a lorebook record."""
+    return _book_head(source, entries=tuple(_entries_of(source)))
+
+
+def _book_head(source: KnowledgeSource, *, entries: tuple[Entry, ...] = ()) -> Lorebook:
     metadata = source.metadata or {}
-    entries = tuple(
-        Entry(
-            title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
-            regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant, extras=expand(e.extras or {}),
-        )
-        for e in source.entries.order_by("position")
-    )
     return Lorebook(
         format=source.format, name=metadata.get("name") or source.title, entries=entries,
         extras=metadata.get("extras") or {},
     )
 
 
+def _entries_of(source: KnowledgeSource, *, batch: int = EXPORT_BATCH) -> Iterator[Entry]:
+    """The source's entries in the book's order, read `batch` rows at a
+    time (by position, so each read is a short query of its own)."""
+    after = -1
+    while True:
+        rows = list(source.entries.filter(position__gt=after).order_by("position")[:batch])
+        for e in rows:
+            yield Entry(
+                title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
+                regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant,
+                extras=expand(e.extras or {}),
+            )
+        if len(rows) < batch:
+            return
+        after = rows[-1].position
+
+
 def world_info_of(source: KnowledgeSource) -> dict:
     """The source as SillyTavern World Info JSON, for the export link."""
     return to_world_info(book_of(source))
+
+
+def world_info_stream(source: KnowledgeSource) -> Iterator[str]:
+    """The same document as JSON text, in pieces, its entries read in
+    batches: what the export link sends, so a big book is never held whole."""
+    return world_info_text(_book_head(source), _entries_of(source))
