@@ -14,7 +14,7 @@ from storyapp.models import Campaign
 
 from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
 from .lorebooks.stored import expand
-from .services.lorebooks import USED_EXTRAS
+from .services.books import USED_EXTRAS
 
 Ready = KnowledgeSource.IndexState.READY
 
@@ -23,7 +23,7 @@ def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
     """The campaign's sources, each with `active_job` (or None) and
     `stale_vectors` (its vectors are from a model other than the current)."""
     sources = list(
-        campaign.sources.defer("content", "metadata").annotate(entry_count=Count("entries")).order_by("title", "id")
+        campaign.sources.defer("content", "upload").annotate(entry_count=Count("entries")).order_by("title", "id")
     )
     active = {
         job.source_id: job
@@ -106,7 +106,7 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
             source__index_state=Ready,
         )
         .select_related("source")
-        .defer("source__content", "source__metadata", "search")
+        .defer("source__content", "source__upload", "source__metadata", "search")
     )
 
 

@@ -38,7 +38,7 @@ def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
 def _source_for(request: HttpRequest, pk: int, source_id: int) -> KnowledgeSource:
     campaign = _campaign_for(request, pk)
     # The text of a big book is megabytes that no page of a source shows.
-    sources = KnowledgeSource.objects.select_related("campaign").defer("content")
+    sources = KnowledgeSource.objects.select_related("campaign").defer("content", "upload")
     return get_object_or_404(sources, pk=source_id, campaign=campaign)
 
 
@@ -121,7 +121,7 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
         page = render(request, LIBRARY + ("#library" if request.htmx else ""),
                       _library_context(campaign, refused=[str(exc)]))
         return quotas.over_quota(page, exc)
-    result = services.sources_import(
+    result = services.sources_upload(
         campaign=campaign,
         files=((upload.name, upload.read()) for upload in uploads),
         classification=form.cleaned_data["classification"] or None,
@@ -130,7 +130,6 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
     )
     return _upload_response(
         request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused,
-        reports=result.reports,
     )
 
 
