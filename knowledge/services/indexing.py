@@ -24,8 +24,7 @@ from endpoints.models import EndpointProfile
 from lifecycle import policy, workers
 from storyapp.models import Campaign
 
-from .. import footprint, hubs, lexical
-from ..chunking import chunk_entries, chunk_text
+from .. import hubs, lexical
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from . import measure, parsing
 from .reading import ImportRefused
@@ -152,23 +151,6 @@ def _embedding_input(heading_path: str, text: str) -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-def _passages_of(source: KnowledgeSource):
-    """A text's passages, or a lorebook's: its enabled entries, one or more
-    passages each (a disabled entry is kept, and not searched); and the
-    bytes its entries take (knowledge.footprint)."""
-    if not source.is_lorebook:
-        return chunk_text(source.content, count=count_tokens), 0
-    rows = source.entries.order_by("position").values_list(
-        "pk", "title", "text", "enabled", "keys", "secondary_keys", "regex_keys", "extras"
-    )
-    entries, entry_bytes = [], 0
-    for pk, title, text, enabled, *fields in rows.iterator(chunk_size=2000):
-        entry_bytes += footprint.entry_bytes(title, text, *fields)
-        if enabled:
-            entries.append((pk, title, text))
-    return chunk_entries(entries, count=count_tokens), entry_bytes
-
-
 def _run_index(job: IndexJob, attempt: int, clock) -> None:
     """Chunks, checks the lore size on the text (measure), embeds, checks
     again with the vectors, and swaps."""
@@ -179,7 +161,7 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
         source.content = parsed.fields["content"]
         passages, entry_bytes = parsing.parsed_passages(parsed, count=count_tokens)
     else:
-        passages, entry_bytes = _passages_of(source)
+        passages, entry_bytes = parsing.source_passages(source, count=count_tokens)
     lore_bytes = measure.text_bytes(source, passages, entry_bytes)
     measure.lore_check(source, passages=len(passages), lore_bytes=lore_bytes, stored_bytes=lore_bytes)
     _beat(job, attempt, now=clock(), progress=10, step=f"Split into {len(passages)} passages")
@@ -232,11 +214,12 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
         return
     vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
     ids = [pk for pk, _, _ in live]
+    stored_bytes = source.stored_bytes - measure.stored_vectors_bytes(source) + measure.vectors_bytes(vectors)
     _swap(
         job, attempt, now=clock(), vectors=vectors, shares=_hub_shares(profile, vectors), model=model,
         embedded_with=model,
         passages=lambda locked: _same_passages(locked, ids),
-        source_fields={"error": ""},
+        source_fields={"error": "", "stored_bytes": max(0, stored_bytes)},
     )
 
 

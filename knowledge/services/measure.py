@@ -8,12 +8,12 @@ swap with the vectors, whose size only the embedding endpoint knows.
 
 from __future__ import annotations
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from quotas.lore import LoreSize, lore_refusal
 
 from .. import footprint
-from ..models import KnowledgeSource
+from ..models import KnowledgeEmbedding, KnowledgeSource
 
 Source = KnowledgeSource
 
@@ -32,6 +32,12 @@ def text_bytes(source: KnowledgeSource, passages, entry_bytes: int) -> int:
 
 def vectors_bytes(vectors: list[bytes]) -> int:
     return sum(footprint.ROW_BYTES + len(vector) for vector in vectors)
+
+
+def stored_vectors_bytes(source: KnowledgeSource) -> int:
+    """What the source's vectors take now, for a re-embed that replaces them."""
+    held = KnowledgeEmbedding.objects.filter(chunk__source=source).aggregate(n=Count("pk"), d=Sum("dimensions"))
+    return (held["n"] or 0) * footprint.ROW_BYTES + (held["d"] or 0) * footprint.FLOAT_BYTES
 
 
 def lore_check(source: KnowledgeSource, *, passages: int, lore_bytes: int, stored_bytes: int) -> None:

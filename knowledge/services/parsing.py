@@ -1,4 +1,5 @@
-"""The index job's first step for an uploaded file: reading it, in the worker.
+"""What an index job indexes: an uploaded file, read in the worker, or the
+source's stored text or entries; and what the entries take stored.
 
 A web request only stores the file as it came (knowledge.services.uploads):
 reading a 100,000-entry book held a web thread 74-255 s and 1.5 GB (issue
@@ -99,3 +100,20 @@ def parsed_store(source: KnowledgeSource, parsed: Parsed) -> dict[int, int]:
         batch_size=ENTRY_BATCH,
     )
     return dict(LoreEntry.objects.filter(source=source).values_list("position", "pk"))
+
+
+def source_passages(source: KnowledgeSource, *, count) -> tuple[list[Passage], int]:
+    """A text's passages, or a lorebook's: its enabled entries, one or more
+    passages each (a disabled entry is kept, and not searched); and the
+    bytes its entries take (knowledge.footprint)."""
+    if not source.is_lorebook:
+        return chunk_text(source.content, count=count), 0
+    rows = source.entries.order_by("position").values_list(
+        "pk", "title", "text", "enabled", "keys", "secondary_keys", "regex_keys", "extras"
+    )
+    entries, entry_bytes = [], 0
+    for pk, title, text, enabled, *fields in rows.iterator(chunk_size=2000):
+        entry_bytes += footprint.entry_bytes(title, text, *fields)
+        if enabled:
+            entries.append((pk, title, text))
+    return chunk_entries(entries, count=count), entry_bytes
