@@ -24,6 +24,13 @@ The rules, in the order they apply:
    own passage, because cutting it would break the one rule above this one.)
 4. Nothing empty is ever emitted: a heading with no text under it only
    contributes to the trail of the passages below it.
+5. In a file cut into more than `join_from` passages, a section smaller
+   than `minimum` tokens is not a passage of its own: it joins its
+   neighbours, each part under its own heading line, and the passage
+   carries the trail they share. A passage costs a row, its lexical index
+   and a vector whatever its size; a 5 MB file of one-line sections once
+   made 382,420 passages and 97.5 MB (issue 23). A smaller file keeps every
+   section's own passage and trail, which retrieval is tuned on.
 
 Counting is linear: each piece is counted once, and a passage's count is the
 sum of its pieces plus one per join. Counting the finished passage again
@@ -39,6 +46,10 @@ from dataclasses import dataclass
 
 TARGET_TOKENS = 280
 MAXIMUM_TOKENS = 400
+#: A passage smaller than this is joined to its neighbours (rule 5) in a
+#: file that would make more than JOIN_FROM_PASSAGES passages.
+MINIMUM_TOKENS = 32
+JOIN_FROM_PASSAGES = 1000
 TRAIL_SEPARATOR = " > "
 #: A heading longer than this is cut, with "…" in place of the rest. Real
 #: headings are a few words; a whole paragraph after `#` is not one.
@@ -72,6 +83,8 @@ def chunk_text(
     count: Callable[[str], int],
     target: int = TARGET_TOKENS,
     maximum: int = MAXIMUM_TOKENS,
+    minimum: int = MINIMUM_TOKENS,
+    join_from: int = JOIN_FROM_PASSAGES,
 ) -> list[Passage]:
     """The passages of `text`, in document order, numbered from 0."""
     if not 0 < target <= maximum:
@@ -79,7 +92,41 @@ def chunk_text(
     packer = _Packer(count=count, target=target, maximum=maximum)
     for trail, blocks in _sections(_normalise(text)):
         packer.section(_trail_text(trail), blocks)
-    return packer.passages
+    if len(packer.passages) <= join_from:
+        return packer.passages
+    return _joined(packer.passages, count=count, minimum=min(minimum, target), target=target)
+
+
+def _joined(passages: list[Passage], *, count: Callable[[str], int], minimum: int, target: int) -> list[Passage]:
+    """Rule 5: runs of small passages joined, up to `target` tokens, and
+    numbered again. A passage at least `minimum` long is left as it was."""
+    groups: list[list[Passage]] = []
+    tokens = 0
+    for passage in passages:
+        small = passage.token_count < minimum or (groups and tokens < minimum)
+        if groups and small and tokens + passage.token_count + 8 <= target:
+            groups[-1].append(passage)
+            tokens += passage.token_count + 8
+        else:
+            groups.append([passage])
+            tokens = passage.token_count
+    return [_one_passage(group, index, count) for index, group in enumerate(groups)]
+
+
+def _one_passage(group: list[Passage], index: int, count: Callable[[str], int]) -> Passage:
+    if len(group) == 1:
+        return Passage(index, group[0].heading_path, group[0].text, group[0].token_count, group[0].entry)
+    trails = [p.heading_path.split(TRAIL_SEPARATOR) if p.heading_path else [] for p in group]
+    shared = 0
+    while all(len(t) > shared and t[shared] == trails[0][shared] for t in trails):
+        shared += 1
+    parts, tokens = [], 0
+    for passage, trail in zip(group, trails, strict=True):
+        heading = TRAIL_SEPARATOR.join(trail[shared:])
+        text = f"{heading}\n{passage.text}" if heading else passage.text
+        parts.append(text)
+        tokens += passage.token_count + (count(heading) + 1 if heading else 0)
+    return Passage(index, TRAIL_SEPARATOR.join(trails[0][:shared]), "\n\n".join(parts), tokens + len(group) - 1)
 
 
 def chunk_entries(

@@ -40,6 +40,14 @@ class KnowledgeSource(models.Model):
     # The decoded text, kept so a re-index and an export need no file.
     content = models.TextField()
     size_bytes = models.PositiveIntegerField(default=0)
+    #: The file as uploaded, until the index job has read it (then empty):
+    #: a web request only stores it, a worker parses it (issue 23).
+    upload = models.BinaryField(default=b"", blank=True, editable=False)
+    #: The uploaded file's size, and what the source takes stored (its text,
+    #: entries, passages, lexical index and vectors; knowledge.footprint),
+    #: for the lore-size limits (quotas.lore).
+    upload_bytes = models.PositiveBigIntegerField(default=0)
+    stored_bytes = models.PositiveBigIntegerField(default=0)
     classification = models.CharField(
         max_length=12, choices=Classification.choices, default=Classification.REFERENCE
     )

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Sum
 
 from endpoints import embeddings
 from storyapp.models import Campaign
 
 from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
-from .services.lorebooks import USED_EXTRAS
+from .lorebooks.stored import expand
+from .services.books import USED_EXTRAS
 
 Ready = KnowledgeSource.IndexState.READY
 
@@ -21,7 +23,7 @@ def library_sources(campaign: Campaign) -> list[KnowledgeSource]:
     """The campaign's sources, each with `active_job` (or None) and
     `stale_vectors` (its vectors are from a model other than the current)."""
     sources = list(
-        campaign.sources.defer("content", "metadata").annotate(entry_count=Count("entries")).order_by("title", "id")
+        campaign.sources.defer("content", "upload").annotate(entry_count=Count("entries")).order_by("title", "id")
     )
     active = {
         job.source_id: job
@@ -42,16 +44,23 @@ def source_passages(source: KnowledgeSource, *, limit: int = 50) -> list[Knowled
     return list(source.chunks.order_by("index")[:limit])
 
 
-def source_entries(source: KnowledgeSource) -> list[LoreEntry]:
-    """A lorebook's entries in the file's order, each ready for its page (`entry_view`)."""
-    return [entry_view(e) for e in source.entries.order_by("position")]
+#: Entries on one page of a lorebook's source page.
+ENTRIES_PER_PAGE = 100
+
+
+def source_entries(source: KnowledgeSource, *, page: str | int | None = 1, per_page: int = ENTRIES_PER_PAGE) -> Page:
+    """One page of a lorebook's entries in the file's order, each ready for
+    its page (`entry_view`): a 100,000-entry book's page stays small (issue 23)."""
+    shown = Paginator(source.entries.order_by("position"), per_page).get_page(page)
+    shown.object_list = [entry_view(e) for e in shown.object_list]
+    return shown
 
 
 def entry_view(entry: LoreEntry) -> LoreEntry:
     """The entry with what its page shows: its keys as the line the reader
     edits, and the settings the file gave it that Loremaster keeps unused."""
     entry.key_text = ", ".join(entry.all_keys)
-    extras = entry.extras or {}
+    extras = expand(entry.extras or {})
     filled = set(extras.get("defaulted") or ())
     entry.kept = [
         (name, _shown(value)) for name, value in sorted(extras.items()) if name not in USED_EXTRAS | filled
@@ -97,7 +106,7 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
             source__index_state=Ready,
         )
         .select_related("source")
-        .defer("source__content", "source__metadata", "search")
+        .defer("source__content", "source__upload", "source__metadata", "search")
     )
 
 

@@ -7,13 +7,15 @@ which looks it up within that campaign.
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator, Iterator
+from itertools import islice
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -35,7 +37,9 @@ def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
 
 def _source_for(request: HttpRequest, pk: int, source_id: int) -> KnowledgeSource:
     campaign = _campaign_for(request, pk)
-    return get_object_or_404(KnowledgeSource.objects.select_related("campaign"), pk=source_id, campaign=campaign)
+    # The text of a big book is megabytes that no page of a source shows.
+    sources = KnowledgeSource.objects.select_related("campaign").defer("content", "upload")
+    return get_object_or_404(sources, pk=source_id, campaign=campaign)
 
 
 def _library_context(campaign: Campaign, **extra) -> dict:
@@ -117,7 +121,7 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
         page = render(request, LIBRARY + ("#library" if request.htmx else ""),
                       _library_context(campaign, refused=[str(exc)]))
         return quotas.over_quota(page, exc)
-    result = services.sources_import(
+    result = services.sources_upload(
         campaign=campaign,
         files=((upload.name, upload.read()) for upload in uploads),
         classification=form.cleaned_data["classification"] or None,
@@ -126,7 +130,6 @@ def _library_upload(request: HttpRequest, campaign: Campaign, handler: LimitedUp
     )
     return _upload_response(
         request, campaign, created=result.created, duplicates=result.duplicates, refused=refused + result.refused,
-        reports=result.reports,
     )
 
 
@@ -162,7 +165,7 @@ def source_detail(request: HttpRequest, pk: int, source_id: int) -> HttpResponse
         "campaign": source.campaign,
         "source": source,
         "passages": [] if source.is_lorebook else selectors.source_passages(source),
-        "entries": selectors.source_entries(source) if source.is_lorebook else [],
+        "entries": selectors.source_entries(source, page=request.GET.get("page")) if source.is_lorebook else None,
         "kept": selectors.kept_fields(source) if source.is_lorebook else [],
         "jobs": source.jobs.order_by("-created")[:10],
     })
@@ -204,11 +207,22 @@ def source_export(request: HttpRequest, pk: int, source_id: int) -> HttpResponse
     source = _source_for(request, pk, source_id)
     if not source.is_lorebook:
         raise Http404("Only lorebooks export as World Info.")
-    body = json.dumps(services.world_info_of(source), ensure_ascii=False, indent=2)
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response = StreamingHttpResponse(
+        _in_batches(services.world_info_stream(source)), content_type="application/json; charset=utf-8"
+    )
     name = slugify(source.title) or f"lorebook-{source.pk}"
     response["Content-Disposition"] = f'attachment; filename="{name}.json"'
     return response
+
+
+async def _in_batches(pieces: Iterator[str], *, size: int = 200) -> AsyncIterator[bytes]:
+    """A sync iterator (that reads the database) served by ASGI a batch at
+    a time: Django would read a sync iterator whole before sending it."""
+    def take() -> bytes:
+        return "".join(islice(pieces, size)).encode()
+
+    while batch := await sync_to_async(take)():
+        yield batch
 
 
 def _row_response(request: HttpRequest, source: KnowledgeSource, *, form=None, error: str = "") -> HttpResponse:

@@ -264,6 +264,17 @@ LOREMASTER_READER_RATES = {
 }
 #: Campaigns one reader may own.
 LOREMASTER_CAMPAIGNS_PER_READER = env_int("LOREMASTER_CAMPAIGNS_PER_READER", 100)
+#: Lore size (quotas.lore), checked by the index job on what would be stored:
+#: passages one source may make (a 100,000-entry book fits),
+LOREMASTER_MAX_PASSAGES_PER_SOURCE = env_int("LOREMASTER_MAX_PASSAGES_PER_SOURCE", 150_000)
+#: passages one campaign's library may hold,
+LOREMASTER_MAX_PASSAGES_PER_CAMPAIGN = env_int("LOREMASTER_MAX_PASSAGES_PER_CAMPAIGN", 150_000)
+#: bytes one reader's lore may take in all (text, entries, passages, index, vectors; 100k passages ~1 GB),
+LOREMASTER_MAX_STORED_BYTES_PER_READER = env_int("LOREMASTER_MAX_STORED_BYTES_PER_READER", 2 * 1024**3)
+#: and bytes stored per byte uploaded: a file of tiny entries took 28 times
+#: its size while every entry kept its defaults, and 8 times once only what
+#: the file gave is stored; 10 lets that 100,000-entry book in.
+LOREMASTER_MAX_STORED_RATIO = env_int("LOREMASTER_MAX_STORED_RATIO", 10)
 CELERY_TASK_ROUTES = {"storyapp.tasks.narrate_action": {"queue": NARRATION_QUEUE}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True

@@ -10,6 +10,9 @@ have no SillyTavern meaning and stay out of the file.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
+
 from .entries import Entry, Lorebook
 from .sillytavern import ENTRY_DEFAULTS, FORMAT
 
@@ -19,19 +22,45 @@ BOOK_FIELDS = ("name", "description", "scan_depth", "token_budget", "recursive_s
 
 def to_world_info(book: Lorebook) -> dict:
     """The book as a World Info document (`{"entries": {uid: entry}}`)."""
+    return {"entries": dict(_with_uids(book.entries)), **_book_fields(book)}
+
+
+def world_info_text(book: Lorebook, entries: Iterable[Entry]) -> Iterator[str]:
+    """The World Info document of `book` with these `entries`, as the JSON
+    text `json.dumps(..., ensure_ascii=False, indent=2)` writes, a piece per
+    entry: a 100,000-entry book goes out without being held whole (issue 23)."""
+    yield '{\n  "entries": {'
+    first = True
+    for uid, fields in _with_uids(entries):
+        yield ("\n" if first else ",\n") + f"    {_dumps(uid, 0)}: {_dumps(fields, 2)}"
+        first = False
+    yield "}" if first else "\n  }"
+    for name, value in _book_fields(book).items():
+        yield f",\n  {_dumps(name, 0)}: {_dumps(value, 1)}"
+    yield "\n}"
+
+
+def _dumps(value, level: int) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n" + "  " * level)
+
+
+def _with_uids(entries: Iterable[Entry]) -> Iterator[tuple[str, dict]]:
+    """Each entry under its uid: its own when it has a free one, else the next after the highest so far."""
     used: set[int] = set()
-    entries = {}
-    for index, entry in enumerate(book.entries):
+    highest = -1
+    for index, entry in enumerate(entries):
         uid = entry.extras.get("uid")
         if not isinstance(uid, int) or isinstance(uid, bool) or uid in used:
-            uid = max(used | {index - 1}) + 1
+            uid = max(highest, index - 1) + 1
         used.add(uid)
-        entries[str(uid)] = _entry(entry, uid)
-    document = {"entries": entries}
-    if book.format == FORMAT:
-        document.update({k: v for k, v in book.extras.items() if k in BOOK_FIELDS})
-    document.setdefault("name", book.name)
-    return document
+        highest = max(highest, uid)
+        yield str(uid), _entry(entry, uid)
+
+
+def _book_fields(book: Lorebook) -> dict:
+    fields = {k: v for k, v in book.extras.items() if k in BOOK_FIELDS} if book.format == FORMAT else {}
+    fields.setdefault("name", book.name)
+    return fields
 
 
 def _entry(entry: Entry, uid: int) -> dict:

@@ -16,15 +16,22 @@ process on this host) is put back in the queue by `jobs_recover`.
 
 The modules, each importing only those listed after it:
 
-- `uploads`: reading an uploaded file as text or as a lorebook, and
-  importing a batch of files, each on its own.
+- `uploads`: storing uploaded files, unread, for their jobs; importing a
+  batch of files read in the calling process, each on its own.
 - `lorebooks`: storing a lorebook as a source with its entries, editing an
   entry, and giving the book back as SillyTavern World Info.
 - `regexcaps`: the regex keys a book and a campaign may hold, checked
   before a book or an edited entry is stored.
-- `sources`: what a reader or an importer does to a source (upload, create,
-  change its settings, delete, re-index), and the always-include guard.
-- `indexing`: running one job: the claim, chunking, embedding, the swap.
+- `sources`: what a reader or an importer does to a source (create,
+  change its settings, delete, re-index).
+- `indexing`: running one job: the claim, reading an upload, chunking, the
+  lore-size check, embedding, the swap.
+- `parsing`: the job's reading of an uploaded file and the storing of what
+  it holds at the swap.
+- `measure`: what a source would take stored, against the lore-size limits.
+- `books`: a lorebook's text, title and import report.
+- `reading`: a file's text or lorebook, the refusals, names and hashes, and
+  the always-include guard.
 - `liveness`: putting the jobs of dead workers back in the queue, and
   re-sending lost messages (knowledge's part of the workers' sweep).
 - `jobs`: making and sending job rows, and what an operator does to them.
@@ -44,23 +51,27 @@ from .indexing import (
 )
 from .jobs import FAIR_SHARE, dispatch, job_cancel, job_retry
 from .liveness import jobs_recover, jobs_resend_lost
-from .lorebooks import LOREBOOK_SUFFIXES, book_of, entry_update, lorebook_create, world_info_of
-from .sources import (
+from .lorebooks import book_of, entry_update, lorebook_create, world_info_of, world_info_stream
+from .reading import (
     ALLOWED_SUFFIXES,
+    LOREBOOK_SUFFIXES,
     DuplicateSource,
     ImportRefused,
     content_hash,
     human_size,
+    read_upload,
     source_always_include_check,
+    source_text_from_upload,
+    title_for,
+)
+from .sources import (
     source_create,
     source_delete,
     source_index_now,
     source_reindex,
-    source_text_from_upload,
     source_update,
-    title_for,
 )
-from .uploads import ImportResult, read_upload, sources_import
+from .uploads import ImportResult, source_upload, sources_import, sources_upload
 
 __all__ = [
     "ALLOWED_SUFFIXES",
@@ -70,6 +81,7 @@ __all__ = [
     "lorebook_create",
     "read_upload",
     "world_info_of",
+    "world_info_stream",
     "MAX_RETRIES",
     "DuplicateSource",
     "ImportRefused",
@@ -96,5 +108,7 @@ __all__ = [
     "source_text_from_upload",
     "source_update",
     "sources_import",
+    "sources_upload",
+    "source_upload",
     "title_for",
 ]

@@ -25,8 +25,9 @@ from lifecycle import policy, workers
 from storyapp.models import Campaign
 
 from .. import hubs, lexical
-from ..chunking import chunk_entries, chunk_text
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
+from . import measure, parsing
+from .reading import ImportRefused
 from .jobs import _enqueue, _job_for, _source_after_stop
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def job_run(
             _job_release(job, attempt, str(exc), retry_at=clock() + timedelta(seconds=countdown))
             raise policy.RetryLater(str(exc), countdown) from exc
         _job_fail(job, attempt, f"{exc} (gave up after {attempt} attempts)", now=clock())
-    except embeddings.EmbeddingFailed as exc:
+    except (embeddings.EmbeddingFailed, measure.LoreRefused, ImportRefused) as exc:
         _job_fail(job, attempt, str(exc), now=clock())
     except Exception as exc:  # anything else is a bug: keep the whole story for the operators
         log.exception("Index job %s failed", job_id)
@@ -150,18 +151,19 @@ def _embedding_input(heading_path: str, text: str) -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
 
-def _passages_of(source: KnowledgeSource):
-    """A text's passages, or a lorebook's: its enabled entries, one or more
-    passages each (a disabled entry is kept, and not searched)."""
-    if not source.is_lorebook:
-        return chunk_text(source.content, count=count_tokens)
-    entries = source.entries.filter(enabled=True).order_by("position").values_list("pk", "title", "text")
-    return chunk_entries(entries, count=count_tokens)
-
-
 def _run_index(job: IndexJob, attempt: int, clock) -> None:
+    """Chunks, checks the lore size on the text (measure), embeds, checks
+    again with the vectors, and swaps."""
     source = job.source
-    passages = _passages_of(source)
+    parsed = parsing.upload_parse(source) if source.upload else None
+    if parsed is not None:
+        _beat(job, attempt, now=clock(), progress=5, step="Read the file")
+        source.content = parsed.fields["content"]
+        passages, entry_bytes = parsing.parsed_passages(parsed, count=count_tokens)
+    else:
+        passages, entry_bytes = parsing.source_passages(source, count=count_tokens)
+    lore_bytes = measure.text_bytes(source, passages, entry_bytes)
+    measure.lore_check(source, passages=len(passages), lore_bytes=lore_bytes, stored_bytes=lore_bytes)
     _beat(job, attempt, now=clock(), progress=10, step=f"Split into {len(passages)} passages")
     profile = embeddings.profile_for(source.campaign)
     # The embedding endpoint can only cost the semantic half: the passages go
@@ -174,6 +176,8 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
         vectors, note, retry_embedding = [], f"Semantic search is off for this file for now: {exc}", True
     except embeddings.EmbeddingFailed as exc:
         vectors, note = [], f"Semantic search is off for this file: {exc}"
+    stored_bytes = lore_bytes + measure.vectors_bytes(vectors)
+    measure.lore_check(source, passages=len(passages), lore_bytes=lore_bytes, stored_bytes=stored_bytes)
     tried = embeddings.model_of(profile)
     model = tried if vectors else ""
     # Compared with the model this job tried, so a failed embedding is not
@@ -182,13 +186,16 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
     _swap(
         job, attempt, now=now, vectors=vectors, shares=_hub_shares(profile, vectors), model=model,
         embedded_with=model or tried,
-        passages=lambda locked: _replace_passages(locked, passages),
+        passages=lambda locked: _replace_passages(
+            locked, passages, entry_ids=parsing.parsed_store(locked, parsed) if parsed else None
+        ),
         source_fields={
             "index_state": Source.IndexState.READY,
             "error": note,
             "passage_count": len(passages),
             "token_count": sum(p.token_count for p in passages),
-            "indexed_sha256": job.content_sha256,
+            "stored_bytes": stored_bytes,
+            "indexed_sha256": parsed.fields["sha256"] if parsed else job.content_sha256,
             "indexed_at": now,
         },
         then_embed=retry_embedding,
@@ -207,11 +214,12 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
         return
     vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
     ids = [pk for pk, _, _ in live]
+    stored_bytes = source.stored_bytes - measure.stored_vectors_bytes(source) + measure.vectors_bytes(vectors)
     _swap(
         job, attempt, now=clock(), vectors=vectors, shares=_hub_shares(profile, vectors), model=model,
         embedded_with=model,
         passages=lambda locked: _same_passages(locked, ids),
-        source_fields={"error": ""},
+        source_fields={"error": "", "stored_bytes": max(0, stored_bytes)},
     )
 
 
@@ -272,12 +280,14 @@ def _lock_for_swap(job: IndexJob, attempt: int) -> KnowledgeSource | None:
     return locked
 
 
-def _replace_passages(source: KnowledgeSource, passages) -> list[int]:
+def _replace_passages(source: KnowledgeSource, passages, *, entry_ids: dict[int, int] | None = None) -> list[int]:
     """Replaces the source's passages with these, with their lexical index
-    data; returns their ids in passage order."""
+    data; returns their ids in passage order. `entry_ids` maps the entries
+    the passages name to their rows, for a book stored by this swap."""
     KnowledgeChunk.objects.filter(source=source).only("pk").delete()
+    entry = (lambda p: entry_ids.get(p.entry)) if entry_ids is not None else (lambda p: p.entry)
     lexical.insert(
-        rows=[(source.pk, source.campaign_id, p.index, p.heading_path, p.text, p.token_count, p.entry) for p in passages]
+        rows=[(source.pk, source.campaign_id, p.index, p.heading_path, p.text, p.token_count, entry(p)) for p in passages]
     )
     by_index = dict(KnowledgeChunk.objects.filter(source=source).values_list("index", "pk"))
     return [by_index[p.index] for p in passages]

@@ -3,15 +3,13 @@ and giving it back (issue 14).
 
 A book is one source whose passages are cut from its entries
 (knowledge.chunking.chunk_entries), each passage tied to its entry so the
-entry's keys admit it (knowledge.keys). The source's `content` is the book
-rendered as text, one section per entry with its keys and flags: its hash
-is the duplicate check and the index job's version, so an edit to a key or
-a flag, not only to a text, makes a new version to index; and a reader who
-opens the file sees what the narrator can be given.
+entry's keys admit it (knowledge.keys); its text, title and report are
+made in knowledge.services.books.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import PurePath
 
 from django.db import transaction
@@ -20,100 +18,18 @@ from storyapp.models import Campaign
 
 from ..lorebooks import Entry, Lorebook, key_line, split_keys
 from ..lorebooks.cards import with_macros_filled
-from ..lorebooks.export import to_world_info
+from ..lorebooks.export import to_world_info, world_info_text
+from ..lorebooks.stored import compact, expand
 from ..models import IndexJob, KnowledgeSource, LoreEntry
+from .books import metadata_for, render, title_of
 from .jobs import _enqueue, _job_for
+from .reading import ImportRefused, content_hash, source_always_include_check
 from .regexcaps import regex_keys_check
-from .sources import ImportRefused, content_hash, source_always_include_check, source_store
+from .sources import source_store
 
 Source = KnowledgeSource
-
-#: Suffixes that mark a lorebook file; the content still decides (knowledge.lorebooks.detect).
-LOREBOOK_SUFFIXES = (".json", ".png", ".lorebook", ".story", ".scenario")
-#: Entry extras that are how SillyTavern matches keys, which Loremaster
-#: applies (knowledge.keys), the title it read, and the readable labels the
-#: importers add beside numbered settings: every other extra is the file's
-#: own, kept and shown as unused.
-USED_EXTRAS = frozenset({
-    "uid", "selective", "selectiveLogic", "caseSensitive", "matchWholeWords", "displayIndex", "comment",
-    "defaulted", "position_name", "selectiveLogic_name", "role_name", "categoryName", "folderName", "match",
-    "keysecondary_regex", "regex_from_use_regex",
-})
-
-
-def render(entries) -> str:
-    """The book as text: a section per entry, its title, keys and flags,
-    then its text. Entries are LoreEntry rows or lorebook Entry records."""
-    sections = []
-    for entry in entries:
-        lines = [f"## {entry.title or 'Untitled entry'}"]
-        keys = [*entry.keys, *entry.regex_keys]
-        if keys:
-            lines.append("Keys: " + ", ".join(keys))
-        if entry.secondary_keys:
-            lines.append("Secondary keys: " + ", ".join(entry.secondary_keys))
-        flags = [flag for flag, on in (("always included", entry.constant), ("disabled", not entry.enabled)) if on]
-        if flags:
-            lines.append("(" + ", ".join(flags) + ")")
-        sections.append("\n".join(lines) + ("\n\n" + entry.text.strip() if entry.text.strip() else ""))
-    return "\n\n".join(sections) + "\n"
-
-
-def title_of(book: Lorebook, filename: str) -> str:
-    if book.card is not None:
-        return f"{book.card.name}'s lorebook" if book.card.name else "Character card lorebook"
-    name = book.name.strip()
-    if not name or name == PurePath(filename).name:
-        name = PurePath(filename).stem or filename  # a book without a name of its own
-    return name[:200]
-
-
-def unused_fields(book: Lorebook) -> list[str]:
-    """The names of the fields the book carries that Loremaster keeps but
-    does not use: the book's own, the card's, and its entries'."""
-    names = set(book.extras)
-    if book.card is not None:
-        names |= {f"card.{name}" for name in book.card.extras}
-    for entry in book.entries:
-        filled = set(entry.extras.get("defaulted") or ())
-        names |= {name for name in entry.extras if name not in USED_EXTRAS and name not in filled}
-    return sorted(names)
-
-
-def metadata_for(book: Lorebook) -> dict:
-    """What the source keeps of the book besides its entries."""
-    metadata = {"name": book.name, "extras": book.extras, "notes": list(book.notes), "unused": unused_fields(book)}
-    if book.card is not None:
-        card = book.card
-        metadata["card"] = {
-            "name": card.name, "description": card.description, "personality": card.personality,
-            "scenario": card.scenario, "first_message": card.first_message,
-            "alternate_greetings": list(card.alternate_greetings), "extras": card.extras,
-        }
-    return metadata
-
-
-def report(book: Lorebook) -> str:
-    """One line for the import report: what arrived and what was kept."""
-    entries = book.entries
-    parts = [f"{book.format}, {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"]
-    disabled = sum(not e.enabled for e in entries)
-    constant = sum(e.constant for e in entries)
-    if disabled:
-        parts.append(f"{disabled} disabled")
-    if constant:
-        parts.append(f"{constant} always included")
-    line = ", ".join(parts)
-    unused = unused_fields(book)
-    if unused:
-        line += ". Kept but not used: " + ", ".join(unused)
-    if not entries:
-        line += ". The book has no entries; it is kept, empty, and there is nothing to index"
-    notes = [n for n in book.notes if n != "empty lorebook"]
-    if notes:
-        line += ". " + "; ".join(notes)
-    return line + "."
-
+#: Entries read at a time for an export.
+EXPORT_BATCH = 1000
 
 def lorebook_create(
     *,
@@ -148,7 +64,7 @@ def lorebook_create(
             LoreEntry(
                 source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
                 secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
-                enabled=e.enabled, constant=e.constant, extras=e.extras,
+                enabled=e.enabled, constant=e.constant, extras=compact(e.extras),
             )
             for i, e in enumerate(book.entries)
         )
@@ -190,20 +106,40 @@ def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled:
 
 def book_of(source: KnowledgeSource) -> Lorebook:
     """The source's entries, edits included, as a lorebook record."""
+    return _book_head(source, entries=tuple(_entries_of(source)))
+
+
+def _book_head(source: KnowledgeSource, *, entries: tuple[Entry, ...] = ()) -> Lorebook:
     metadata = source.metadata or {}
-    entries = tuple(
-        Entry(
-            title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
-            regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant, extras=e.extras or {},
-        )
-        for e in source.entries.order_by("position")
-    )
     return Lorebook(
         format=source.format, name=metadata.get("name") or source.title, entries=entries,
         extras=metadata.get("extras") or {},
     )
 
 
+def _entries_of(source: KnowledgeSource, *, batch: int = EXPORT_BATCH) -> Iterator[Entry]:
+    """The source's entries in the book's order, read `batch` rows at a
+    time (by position, so each read is a short query of its own)."""
+    after = -1
+    while True:
+        rows = list(source.entries.filter(position__gt=after).order_by("position")[:batch])
+        for e in rows:
+            yield Entry(
+                title=e.title, text=e.text, keys=tuple(e.keys), secondary_keys=tuple(e.secondary_keys),
+                regex_keys=tuple(e.regex_keys), enabled=e.enabled, constant=e.constant,
+                extras=expand(e.extras or {}),
+            )
+        if len(rows) < batch:
+            return
+        after = rows[-1].position
+
+
 def world_info_of(source: KnowledgeSource) -> dict:
     """The source as SillyTavern World Info JSON, for the export link."""
     return to_world_info(book_of(source))
+
+
+def world_info_stream(source: KnowledgeSource) -> Iterator[str]:
+    """The same document as JSON text, in pieces, its entries read in
+    batches: what the export link sends, so a big book is never held whole."""
+    return world_info_text(_book_head(source), _entries_of(source))

@@ -21,7 +21,7 @@ from django.db.models import Q
 from .. import regexkeys
 from ..lorebooks import is_regex_key
 from ..models import LoreEntry
-from .sources import ImportRefused
+from .reading import ImportRefused
 
 
 def regex_keys_of(entry) -> list[str]:

@@ -8,104 +8,22 @@ settings comes through here.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from collections.abc import Callable
 from pathlib import PurePath
 
-from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from lifecycle.policy import RetryLater
 from storyapp.models import Campaign
 
-from ..models import (
-    ALWAYS_INCLUDE_CANON_ONLY,
-    IndexJob,
-    KnowledgeChunk,
-    KnowledgeEmbedding,
-    KnowledgeSource,
-)
+from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .indexing import job_run
 from .jobs import _enqueue, _job_for
+from .reading import DuplicateSource, content_hash, source_always_include_check, title_for
 
-ALLOWED_SUFFIXES = (".md", ".markdown", ".txt")
 Source = KnowledgeSource
-
-
-class ImportRefused(Exception):
-    """This file cannot be imported; the message says why, for the reader."""
-
-
-class DuplicateSource(ImportRefused):
-    def __init__(self, filename: str, existing: KnowledgeSource):
-        self.existing = existing
-        super().__init__(f"{filename}: the same text is already in this library as “{existing.title}”.")
-
-
-def source_text_from_upload(*, filename: str, data: bytes) -> str:
-    """The text of an uploaded file, or ImportRefused saying what is wrong."""
-    name = PurePath(filename or "").name
-    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
-    if not name.lower().endswith(ALLOWED_SUFFIXES):
-        raise ImportRefused(f"{name or 'The file'}: only Markdown (.md, .markdown) and plain text (.txt) files can be imported.")
-    if len(data) > limit:
-        raise ImportRefused(f"{name}: the file is {human_size(len(data))}, over the {human_size(limit)} limit.")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportRefused(
-            f"{name}: the file is not UTF-8 text (undecodable byte at position {exc.start}). "
-            "Save it as UTF-8 and upload it again."
-        ) from exc
-    if "\x00" in text:
-        raise ImportRefused(f"{name}: the file contains binary data, not text.")
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.strip():
-        raise ImportRefused(f"{name}: the file is empty.")
-    return text
-
-
-def human_size(n: int) -> str:
-    """Sizes as the pages print them (Django's filesizeformat, 1 MB = 1,048,576
-    bytes), so a limit reads the same in the hint and in the refusal."""
-    return filesizeformat(n).replace("\xa0", " ")
-
-
-#: A Markdown heading of level 1 or 2 near the top names the file better than its file name.
-TITLE_HEADING = re.compile(r"^\s{0,3}#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-TITLE_SEARCH_CHARS = 2000
-
-
-def title_for(filename: str, text: str) -> str:
-    """The file's first heading when it has one early on, else its file name without the extension."""
-    match = TITLE_HEADING.search(text[:TITLE_SEARCH_CHARS])
-    if match and match.group(1).strip():
-        return match.group(1).strip()
-    return PurePath(filename).stem or filename
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def source_always_include_check(*, classification: str, always_include: bool) -> None:
-    """Raises ImportRefused, with the reader's message, when a source with
-    these settings would break the always-include rule (Canon only).
-
-    The rule and its message are the model's check constraint; this asks it
-    (one small query), so every write path refuses the way the library's
-    form does, instead of the database answering with an IntegrityError.
-    """
-    rule = next(c for c in Source._meta.constraints if c.name == ALWAYS_INCLUDE_CANON_ONLY)
-    try:
-        rule.validate(Source, Source(classification=classification, always_include=always_include))
-    except ValidationError as exc:
-        raise ImportRefused(" ".join(exc.messages)) from exc
 
 
 def source_create(
@@ -142,14 +60,17 @@ def source_store(
     title: str,
     enqueue: bool,
     then: Callable[[KnowledgeSource], None] | None = None,
+    digest: str = "",
     **fields,
 ) -> KnowledgeSource:
     """Writes a checked source row, with `then(source)` (a lorebook's
     entries) and its index job in the same transaction, and queues the job
     on commit. The one place a source is stored, so the duplicate check and
     its race are handled once: DuplicateSource when the campaign already
-    holds the same content, also when another request stored it a moment ago."""
-    digest = content_hash(content)
+    holds the same content, also when another request stored it a moment ago.
+    `digest` stands for the content's hash while the content is an upload
+    not read yet (knowledge.services.uploads)."""
+    digest = digest or content_hash(content)
     existing = Source.objects.filter(campaign=campaign, sha256=digest).first()
     if existing is not None:
         raise DuplicateSource(filename, existing)

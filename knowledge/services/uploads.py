@@ -1,17 +1,16 @@
-"""Files into the library: each upload read as what its content is, text or
-a lorebook, and stored as one source, or refused with a reason.
+"""Files into the library: each upload stored as it came, to be read by
+its index job, or refused at once for what the request can tell.
 
-The content decides, not the name alone (knowledge.lorebooks.detect): a
-character card saved as `.png`, a World Info file renamed `.txt` or a
-NovelAI `.story` each arrive as the lorebook they are. A file named as a
-lorebook that is not one is refused, naming the format, the entry and the
-field at fault; a Markdown or text file whose text is not a lorebook is
-imported as text, as before.
+The web request does no parsing (issue 23: a 100,000-entry book held a
+web thread for minutes): it checks the size and the name, stores the file
+on a new source and queues its job, which reads it in a worker
+(knowledge.services.parsing) and reports there. `sources_import` reads the
+files in the calling process, for a command that waits for them anyway.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -20,18 +19,22 @@ from django.conf import settings
 
 from storyapp.models import Campaign
 
-from ..lorebooks import Lorebook, LorebookError
-from ..lorebooks import detect
+from .. import footprint
+from ..lorebooks import Lorebook
 from ..models import KnowledgeSource
-from .lorebooks import LOREBOOK_SUFFIXES, lorebook_create, report
-from .sources import (
+from .books import report
+from .lorebooks import lorebook_create
+from .reading import (
     ALLOWED_SUFFIXES,
+    LOREBOOK_SUFFIXES,
     DuplicateSource,
     ImportRefused,
     human_size,
-    source_create,
-    source_text_from_upload,
+    UNREAD_SUFFIX,
+    read_upload,
+    source_always_include_check,
 )
+from .sources import source_create, source_store
 
 Source = KnowledgeSource
 
@@ -47,46 +50,6 @@ class ImportResult:
     @property
     def problems(self) -> list[str]:
         return self.duplicates + self.refused
-
-
-def read_upload(*, filename: str, data: bytes) -> str | Lorebook:
-    """The file's text, or the lorebook it holds, or ImportRefused."""
-    name = PurePath(filename or "").name
-    lowered = name.lower()
-    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
-    if len(data) > limit:
-        raise ImportRefused(f"{name}: the file is {human_size(len(data))}, over the {human_size(limit)} limit.")
-    named_lorebook = lowered.endswith(LOREBOOK_SUFFIXES)
-    try:
-        book = detect.read(data, name=name)
-    except LorebookError as exc:
-        if named_lorebook or not lowered.endswith(ALLOWED_SUFFIXES):
-            raise ImportRefused(f"{name}: {exc}. Nothing was imported from it.") from exc
-        book = None  # text that happens to be JSON of no lorebook format
-    if book is not None:
-        return book
-    if named_lorebook:
-        raise ImportRefused(f"{name}: {_not_a_lorebook(lowered, data)}. Nothing was imported from it.")
-    if not lowered.endswith(ALLOWED_SUFFIXES):
-        raise ImportRefused(
-            f"{name or 'The file'}: Loremaster imports Markdown (.md, .markdown) and plain text (.txt), "
-            "and lorebooks: SillyTavern World Info and character cards (.json, .png), NovelAI "
-            "(.lorebook, .story, .scenario), AI Dungeon and KoboldAI (.json)."
-        )
-    return source_text_from_upload(filename=name, data=data)
-
-
-def _not_a_lorebook(name: str, data: bytes) -> str:
-    """Why a file named as a lorebook could not be read as one."""
-    if name.endswith(".png"):
-        return "the file is not a PNG image (a character card is a PNG with the card inside, or JSON)"
-    try:
-        json.loads(data.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        return "the file is neither JSON text nor a PNG image, so it is no lorebook format"
-    except json.JSONDecodeError as exc:
-        return f"the file is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-    return "the file is not a lorebook"
 
 
 def sources_import(
@@ -122,3 +85,56 @@ def sources_import(
         else:
             result.created.append(source)
     return result
+
+
+def sources_upload(
+    *,
+    campaign: Campaign,
+    files: Iterable[tuple[str, bytes]],
+    classification: str | None = None,
+    visibility: str = Source.Visibility.VISIBLE,
+    always_include: bool = False,
+) -> ImportResult:
+    """Stores each file as it came on a new source and queues its job, one
+    bad file refusing that file only. The report comes with the job."""
+    result = ImportResult()
+    for filename, data in files:
+        try:
+            source = source_upload(campaign=campaign, filename=filename, data=data, classification=classification,
+                                   visibility=visibility, always_include=always_include)
+        except DuplicateSource as exc:
+            result.duplicates.append(str(exc))
+        except ImportRefused as exc:
+            result.refused.append(str(exc))
+        else:
+            result.created.append(source)
+    return result
+
+
+def source_upload(
+    *, campaign: Campaign, filename: str, data: bytes, classification: str | None, visibility: str,
+    always_include: bool,
+) -> KnowledgeSource:
+    """One file stored, unread, with its index job queued; ImportRefused for
+    what the request can tell: the size, the name, an empty file, always
+    include outside Canon, the same bytes already in the library. Without a
+    `classification`, the job gives a lorebook Canon and a text Reference."""
+    name = PurePath(filename or "").name
+    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
+    if len(data) > limit:
+        raise ImportRefused(f"{name}: the file is {human_size(len(data))}, over the {human_size(limit)} limit.")
+    if not name.lower().endswith(ALLOWED_SUFFIXES + LOREBOOK_SUFFIXES):
+        raise ImportRefused(UNREAD_SUFFIX.format(name=name or "The file"))
+    if not data.strip():
+        raise ImportRefused(f"{name}: the file is empty.")
+    if classification:
+        source_always_include_check(classification=classification, always_include=always_include)
+    return source_store(
+        campaign=campaign, filename=name, content="", title=PurePath(name).stem or name, enqueue=True,
+        digest=hashlib.sha256(data).hexdigest(), upload=data, upload_bytes=len(data),
+        stored_bytes=footprint.ROW_BYTES + len(data), visibility=visibility,
+        classification=classification or Source.Classification.REFERENCE,
+        always_include=always_include and bool(classification),
+        metadata={"upload": {"classification": classification or "", "always_include": always_include}},
+    )
+

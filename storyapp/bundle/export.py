@@ -3,6 +3,8 @@ action tree and head, its sources, snapshots and long memory."""
 
 from __future__ import annotations
 
+from knowledge.lorebooks.stored import expand
+
 from ..models import Action, Campaign, ContextSnapshot, Memory, Summary
 from . import FORMAT, VERSION
 
@@ -127,7 +129,7 @@ def _lorebook(source) -> dict:
         "entries": [
             {
                 "title": e.title, "text": e.text, "keys": e.keys, "secondary_keys": e.secondary_keys,
-                "regex_keys": e.regex_keys, "enabled": e.enabled, "constant": e.constant, "extras": e.extras,
+                "regex_keys": e.regex_keys, "enabled": e.enabled, "constant": e.constant, "extras": expand(e.extras),
             }
             for e in source.entries.order_by("position")
         ],

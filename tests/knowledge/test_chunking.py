@@ -140,3 +140,24 @@ def test_text_without_content_gives_no_passages(text):
 def test_a_target_above_the_maximum_is_refused(target, maximum):
     with pytest.raises(ValueError):
         chunks("text", target=target, maximum=maximum)
+
+
+def tiny_sections(count: int) -> str:
+    return "# Atlas\n\n" + "".join(f"## Place {i}\n\nStone {i}.\n\n" for i in range(count))
+
+
+def test_in_a_file_of_many_tiny_sections_they_are_joined_under_their_shared_trail():
+    passages = chunks(tiny_sections(1500))
+    assert 50 < len(passages) < 300  # 1,500 sections
+    assert [p.index for p in passages] == list(range(len(passages)))
+    first = passages[0]
+    assert first.heading_path == "Atlas" and first.text.startswith("Place 0\nStone 0.\n\nPlace 1\nStone 1.")
+    assert all(p.token_count <= 280 for p in passages)
+    joined = "\n\n".join(p.text for p in passages)
+    assert all(f"Place {i}\nStone {i}." in joined for i in range(1500))
+
+
+def test_a_smaller_file_keeps_each_tiny_section_as_its_own_passage():
+    passages = chunks(tiny_sections(100))
+    assert len(passages) == 100 and passages[7].heading_path == "Atlas > Place 7"
+    assert len(chunks(tiny_sections(100), join_from=0)) < 20

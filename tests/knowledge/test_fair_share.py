@@ -73,7 +73,7 @@ def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaig
     assert response.status_code == 429 and int(response["Retry-After"]) > 0
     page = html.unescape(response.content.decode())
     assert "limit of 2 lore files uploaded in an hour" in page and "nothing from this upload was stored" in page
-    assert list(KnowledgeSource.objects.values_list("title", flat=True)) == ["A"]
+    assert list(KnowledgeSource.objects.values_list("original_filename", flat=True)) == ["a.md"]
     without_htmx = reader.post(reverse("library_upload", kwargs={"pk": campaign.pk}),
                                {"files": [md("d.md", "# D\n\nDelta."), md("e.md", "# E\n\nEps.")],
                                 "classification": "reference", "visibility": "visible"})

@@ -56,18 +56,33 @@ def test_without_htmx_an_upload_redirects_back_with_a_message(reader, campaign):
 @pytest.mark.parametrize(
     ("upload", "message"),
     [
-        (md("map.png", "not really a png"), "map.png: the file is not a PNG image"),
         (md("notes.docx", "a word file"), "Loremaster imports Markdown (.md, .markdown) and plain text (.txt)"),
-        (md("latin1.md", "Caf\xe9".encode("latin-1")), "not UTF-8 text"),
         (md("empty.md", ""), "the file is empty"),
         (md("blank.md", "  \n\n \t\n"), "the file is empty"),
-        (md("binary.txt", b"abc\x00def"), "binary data"),
     ],
 )
-def test_a_bad_file_gets_a_clear_message_and_nothing_is_stored(reader, campaign, upload, message):
+def test_a_file_the_request_can_tell_is_bad_is_refused_at_once_and_nothing_is_stored(reader, campaign, upload, message):
     response = post_files(reader, campaign, upload)
     assert message in response.content.decode()
     assert not KnowledgeSource.objects.exists() and not IndexJob.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("upload", "message"),
+    [
+        (md("map.png", "not really a png"), "map.png: the file is not a PNG image"),
+        (md("latin1.md", "Caf\xe9".encode("latin-1")), "not UTF-8 text"),
+        (md("binary.txt", b"abc\x00def"), "binary data"),
+    ],
+)
+def test_a_file_that_cannot_be_read_fails_its_job_with_a_clear_message_and_stores_nothing_else(
+    reader, campaign, upload, message, django_capture_on_commit_callbacks
+):
+    post_files(reader, campaign, upload, captured=django_capture_on_commit_callbacks)
+    source = KnowledgeSource.objects.get()
+    assert source.index_state == "failed" and message in source.error
+    assert not KnowledgeChunk.objects.exists() and not source.entries.exists()
+    assert message in reader.get(reverse("library", kwargs={"pk": campaign.pk})).content.decode()
 
 
 def test_a_file_over_the_size_limit_is_refused_while_it_streams(reader, campaign, settings):
