@@ -272,9 +272,10 @@ LOREMASTER_MAX_PASSAGES_PER_CAMPAIGN = env_int("LOREMASTER_MAX_PASSAGES_PER_CAMP
 #: bytes one reader's lore may take in all (text, entries, passages, index, vectors; 100k passages ~1 GB),
 LOREMASTER_MAX_STORED_BYTES_PER_READER = env_int("LOREMASTER_MAX_STORED_BYTES_PER_READER", 2 * 1024**3)
 #: and bytes stored per byte uploaded: a file of tiny entries took 28 times
-#: its size while every entry kept its defaults, and 8 times once only what
-#: the file gave is stored; 10 lets that 100,000-entry book in.
-LOREMASTER_MAX_STORED_RATIO = env_int("LOREMASTER_MAX_STORED_RATIO", 10)
+#: its size while every entry kept its defaults; with only what the file
+#: gave stored, a book of one-line entries takes 8-10 times, and the
+#: per-reader bytes above are what bound it.
+LOREMASTER_MAX_STORED_RATIO = env_int("LOREMASTER_MAX_STORED_RATIO", 12)
 CELERY_TASK_ROUTES = {"storyapp.tasks.narrate_action": {"queue": NARRATION_QUEUE}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
