@@ -1,5 +1,6 @@
 """A Celery worker's life, as ops sees it: on start it requeues the index
-jobs its dead predecessors left running, follows the instance's default
+jobs its dead predecessors left running and sends again those they had
+fetched, follows the instance's default
 embedding model, and starts the sweeper; on shutdown it removes its
 heartbeat row."""
 
@@ -30,7 +31,7 @@ def connect() -> None:
 def _worker_ready(sender=None, **kwargs) -> None:
     name = workers.this_worker()
     try:
-        services.jobs_recover(now=timezone.now(), restarted_worker=name)
+        services.jobs_reclaim(now=timezone.now(), restarted_worker=name)
     except Exception:
         log.exception("Could not requeue orphaned index jobs")
     if settings.LOREMASTER_EMBEDDING_MODEL.strip():
