@@ -364,7 +364,7 @@ class Stack:
             self.check_alive()
             answer = self.readiness()
             if answer and answer.get("status") == "ready":
-                say("ready: " + ", ".join(f"{k} {v['detail']}" for k, v in answer["checks"].items()))
+                say("ready: " + ", ".join(answer.get("ok") or answer.get("checks") or []))
                 return answer
             time.sleep(0.5)
         raise StackError(f"/readyz did not say ready within {timeout or self.ready_timeout:.0f} s: {answer}")
