@@ -549,6 +549,51 @@ class ConnectionSampler:
         return sum(self.samples) / len(self.samples) if self.samples else 0.0
 
 
+class Trouble(Exception):
+    """A request did not go as a browser's would; the reason is the message."""
+
+
+#: Answers that mean "busy, try again": a real browser's reader presses log-in again a moment later.
+BUSY_STATUSES = (502, 503, 504)
+
+
+class LoginPacer:
+    """Readers logging in as a real group does: a few at a time, a moment
+    apart, and again after a busy answer (a 503, no answer at all), not
+    all in the same second. Each log-in costs a deliberately slow password
+    hash, and a script's own setup should measure the pages, not the hasher
+    (the login burst of bin/faults measures that on purpose)."""
+
+    def __init__(self, *, at_once: int = 3, spacing: float = 0.3, attempts: int = 5, backoff: float = 1.0):
+        self.spacing = spacing
+        self.attempts = attempts
+        self.backoff = backoff
+        self.retries = 0
+        self._slots = threading.Semaphore(at_once)
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def _wait_turn(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.spacing
+        time.sleep(max(0.0, start - now))
+
+    def log_in(self, attempt) -> bool:
+        """Runs `attempt()` (True: logged in; False: busy, try again; it
+        raises for a refusal) until it logs in or runs out of attempts."""
+        for number in range(self.attempts):
+            with self._slots:
+                self._wait_turn()
+                if attempt():
+                    return True
+            with self._lock:
+                self.retries += 1
+            time.sleep(self.backoff * 2 ** number)
+        return False
+
+
 def exit_on_sigterm() -> None:
     """A TERM to the script becomes SystemExit, so `with Stack()` still
     stops the processes and drops the database on its way out."""
