@@ -231,6 +231,9 @@ class IndexJob(models.Model):
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the claiming process.")
     error = models.TextField(blank=True)
     passages = models.PositiveIntegerField(default=0)
+    #: Passages whose vectors are committed (IndexJobBatch): an attempt that
+    #: takes over from a dead worker resumes here instead of starting over.
+    committed = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     heartbeat = models.DateTimeField(null=True, blank=True)
@@ -275,3 +278,23 @@ class IndexJob(models.Model):
         return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest} s"
 
 
+
+
+class IndexJobBatch(models.Model):
+    """One committed batch of a running job's vectors, kept until the swap.
+
+    A worker killed mid-embedding leaves these; the next attempt reuses every
+    batch whose inputs (`inputs_sha256`, of the very texts) and model match,
+    and embeds only the rest. Deleted when the job ends.
+    """
+
+    job = models.ForeignKey(IndexJob, on_delete=models.CASCADE, related_name="batches")
+    start = models.PositiveIntegerField(help_text="The first passage of the batch.")
+    size = models.PositiveIntegerField()
+    model = models.CharField(max_length=200)
+    inputs_sha256 = models.CharField(max_length=64)
+    #: The batch's vectors, each as stored in KnowledgeEmbedding, one after the other.
+    vectors = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "start"], name="knowledge_batch_unique_start")]

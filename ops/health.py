@@ -1,12 +1,16 @@
 """Whether this instance can serve readers: the facts behind /readyz and the
-operators' monitor. Each check is cheap and bounded in time, so a load
-balancer may ask every few seconds."""
+operators' monitor. Each check is cheap and bounded in time (a database
+that does not answer costs DATABASE_TIMEOUT, a broker BROKER_TIMEOUT), so a
+load balancer may ask every few seconds and gets its answer before its own
+timeout."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
+import redis
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -22,7 +26,10 @@ WORKER_ALIVE_WITHIN = timedelta(seconds=45)
 #: The queues a worker must be serving: the default one (indexing,
 #: summaries, memories) and the narrations'.
 QUEUES = ("celery", settings.NARRATION_QUEUE)
-BROKER_TIMEOUT = 2.0
+#: Seconds to connect to PostgreSQL for the check (libpq's connect_timeout, a whole number).
+DATABASE_TIMEOUT = 2
+#: Seconds a Redis broker may take to connect and to answer PING.
+BROKER_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True)
@@ -36,10 +43,18 @@ class Check:
 
 
 def database() -> Check:
+    """PostgreSQL on a connection of its own, with a short connect timeout:
+    the pool would wait its full timeout (10 s) for a server that is gone."""
+    connection = connections[DEFAULT_DB_ALIAS]
     try:
-        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return Check("database", True, connections[DEFAULT_DB_ALIAS].vendor)
+        if connection.vendor == "postgresql":
+            params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+            with psycopg.connect(**params, connect_timeout=DATABASE_TIMEOUT) as direct:
+                direct.execute("SELECT 1")
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        return Check("database", True, connection.vendor)
     except Exception as exc:
         return Check("database", False, f"{type(exc).__name__}: {exc}"[:200])
 
@@ -56,10 +71,20 @@ def migrations() -> Check:
 
 
 def broker() -> Check:
+    """Redis answers PING within BROKER_TIMEOUT (kombu's own connect retries
+    for longer); any other broker, kombu connects once."""
+    url = app.conf.broker_url
     try:
-        with app.connection_for_write() as connection:
-            connection.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT)
-        return Check("broker", True, app.conf.broker_url.split("://", 1)[0])
+        if url.startswith(("redis://", "rediss://")):
+            client = redis.Redis.from_url(url, socket_timeout=BROKER_TIMEOUT, socket_connect_timeout=BROKER_TIMEOUT)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        else:
+            with app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT)
+        return Check("broker", True, url.split("://", 1)[0])
     except Exception as exc:
         return Check("broker", False, f"{type(exc).__name__}: {exc}"[:200])
 
@@ -91,3 +116,9 @@ def readiness(*, now: datetime) -> list[Check]:
     if checks[0].ok:
         checks += [migrations(), workers(now=now)]
     return [*checks, broker()]
+
+
+def public(checks: list[Check]) -> dict:
+    """What anyone may see: which checks pass and which fail, by name; the
+    reasons (a server's address, the broker's error text) are for staff."""
+    return {"ok": [c.name for c in checks if c.ok], "failing": [c.name for c in checks if not c.ok]}

@@ -1,5 +1,6 @@
 """A Celery worker's life, as ops sees it: on start it requeues the index
-jobs its dead predecessors left running, follows the instance's default
+jobs its dead predecessors left running and sends again those they had
+fetched, follows the instance's default
 embedding model, and starts the sweeper; on shutdown it removes its
 heartbeat row."""
 
@@ -15,6 +16,7 @@ from django.utils import timezone
 from knowledge import services
 from lifecycle import workers
 from storyapp import memories
+from storyapp.celery import app
 from storyapp.models import Campaign
 
 from . import sweeper
@@ -29,8 +31,12 @@ def connect() -> None:
 
 def _worker_ready(sender=None, **kwargs) -> None:
     name = workers.this_worker()
+    queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", None) or [])
     try:
-        services.jobs_recover(now=timezone.now(), restarted_worker=name)
+        if not queues or app.conf.task_default_queue in queues:
+            services.jobs_reclaim(now=timezone.now(), restarted_worker=name)
+        else:  # a narrator: the index jobs' messages were never its to lose
+            services.jobs_recover(now=timezone.now(), restarted_worker=name)
     except Exception:
         log.exception("Could not requeue orphaned index jobs")
     if settings.LOREMASTER_EMBEDDING_MODEL.strip():
@@ -40,7 +46,6 @@ def _worker_ready(sender=None, **kwargs) -> None:
             follow_instance_default()
         except Exception:
             log.exception("Could not queue re-embedding after a model change")
-    queues = sorted(q.name for q in getattr(getattr(sender, "task_consumer", None), "queues", None) or [])
     sweeper.start(name, queues)
 
 

@@ -7,10 +7,13 @@ own, with the scripted model server on loopback. Then:
 1. Setup, through the ORM (`manage.py shell`): an endpoint profile at the
    model server and, per reader, an account and a campaign bound to it. Only
    the setup bypasses HTTP; everything measured goes through the web process.
-2. Every reader (a thread with its own httpx client and cookies) logs in.
-   The log-ins finish before the clock starts: each costs a deliberately slow
-   password hash (Django's PBKDF2), and N of them in the same second would
-   measure the hasher, not the pages. Their times are printed all the same.
+2. Every reader (a thread with its own httpx client and cookies) logs in,
+   a few at a time and a moment apart, as a real group would, and again
+   after a 503 (scripts.procs.LoginPacer). The log-ins finish before the
+   clock starts: each costs a deliberately slow password hash (Django's
+   PBKDF2), and N of them in the same second would measure the hasher, not
+   the pages (bin/faults' login burst measures that). Their times are
+   printed all the same.
 3. Until `--seconds` are up, each reader loops as a browser would: the
    campaign list, the play page, the context inspector of its latest turn,
    the library, a turn posted as the play page's form posts it (htmx, with
@@ -58,7 +61,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from scripts.procs import Stack, StackError, exit_on_sigterm, machine_cpu, say
+from scripts.procs import BUSY_STATUSES, LoginPacer, Stack, StackError, exit_on_sigterm, machine_cpu, say
 
 #: The pages whose figures are printed, in this order.
 PAGES = ("login page", "login", "campaign list", "play", "inspector", "library", "turn submit",
@@ -71,6 +74,8 @@ PAGE_TIMEOUT = httpx.Timeout(30, connect=5)
 STREAM_TIMEOUT = httpx.Timeout(30, connect=5)
 #: Seconds the setup (database, migrations, processes, accounts) may take before the alarm.
 SETUP_BUDGET = 600
+#: Seconds every reader has to log in, a few at a time (procs.LoginPacer), before the clock starts.
+LOGIN_BUDGET = 300
 
 SETUP = """
 import json, os
@@ -243,13 +248,20 @@ class Reader:
 
     # ------------------------------------------------------------ the reader's rounds
 
-    def log_in(self) -> None:
-        self.call("login page", "GET", "/accounts/login/")
-        response = self.call("login", "POST", "/accounts/login/", expect=(302,), data={
+    def log_in(self) -> bool:
+        """One attempt: True when logged in, False when the site said it was
+        busy (for the pacer to try again); Failed when refused."""
+        page = self.call("login page", "GET", "/accounts/login/", expect=(200, *BUSY_STATUSES))
+        if page.status_code in BUSY_STATUSES:
+            return False
+        response = self.call("login", "POST", "/accounts/login/", expect=(302, *BUSY_STATUSES), data={
             "username": self.username, "password": self.password, "csrfmiddlewaretoken": self.csrf()})
+        if response.status_code in BUSY_STATUSES:
+            return False
         if "/accounts/login/" in response.headers.get("location", ""):
             self.recorder.error("login", f"{self.username} was refused")
             raise Failed
+        return True
 
     def pause(self) -> None:
         """The reader reading, before they click or type again (`--think`).
@@ -356,11 +368,12 @@ class Reader:
         with self.recorder.lock:
             self.recorder.uploads += 1
 
-    def play(self, *, start: threading.Barrier, clock: dict) -> None:
-        """Logs in, waits for every reader, then plays rounds until the time is up."""
+    def play(self, *, start: threading.Barrier, clock: dict, pacer: LoginPacer) -> None:
+        """Logs in (at the pacer's pace), waits for every reader, then plays rounds until the time is up."""
         try:
-            self.log_in()
-            logged_in = True
+            logged_in = pacer.log_in(self.log_in)
+            if not logged_in:
+                self.recorder.error("login", f"{self.username}: still busy after {pacer.attempts} attempts")
         except (Failed, Limited, Capped):
             logged_in = False
         try:
@@ -422,8 +435,11 @@ def _play(stack: Stack, args, recorder: Recorder, readers: list[Reader], account
         clock["end"] = clock["start"] + args.seconds
         recorder.measuring = True
 
-    start = threading.Barrier(len(readers), action=release, timeout=120)
-    threads = [threading.Thread(target=r.play, kwargs={"start": start, "clock": clock}, name=r.username, daemon=True)
+    start = threading.Barrier(len(readers), action=release, timeout=LOGIN_BUDGET)
+    pacer = LoginPacer()
+    usage["pacer"] = pacer
+    threads = [threading.Thread(target=r.play, kwargs={"start": start, "clock": clock, "pacer": pacer},
+                                name=r.username, daemon=True)
                for r in readers]
     with stack.sampler(every=0.5) as sampler:
         for thread in threads:
@@ -483,8 +499,10 @@ def report(stack: Stack, args, recorder: Recorder, sampler, elapsed: float, chec
     print(f"Loremaster load: {args.readers} readers for {args.seconds:.0f} s "
           f"(measured {elapsed:.1f} s, grace {args.grace:g} s, upload every {args.upload_every} turns, "
           f"think {args.think:g} s)")
+    pacer = usage.get("pacer")
     print(f"requests: {recorder.measured_requests} in {elapsed:.1f} s = {rate:.1f} req/s "
-          f"(+{recorder.requests - recorder.measured_requests} to log in); "
+          f"(+{recorder.requests - recorder.measured_requests} to log in, a few at a time"
+          f"{f', {pacer.retries} tried again after a busy answer' if pacer else ''}); "
           f"errors {len(recorder.errors)}; refused by a deliberate limit {len(recorder.limited)}")
     print(f"{'page':<22} {'count':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for page in PAGES:

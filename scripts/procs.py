@@ -29,6 +29,10 @@ rest run, and reads their logs (`log_path`). With `private_redis=True` the
 stack runs a Redis server of its own on a free loopback port (no persistence,
 db 0), a process like the others named "redis", so a fault script can kill
 and restart it without touching the machine's shared Redis.
+
+On a shared machine `STACK_PORTS=8600-8699` keeps the web and model servers
+to a range of ports, and `STACK_REDIS_PORT=6393` fixes the private Redis's
+port (unset: any free port).
 """
 
 from __future__ import annotations
@@ -76,12 +80,30 @@ def say(message: str) -> None:
     print(f"[stack] {message}", flush=True)
 
 
-def free_port() -> int:
-    """A loopback port free now. Another program could take it before the
-    process binds it; on a test machine that is rare enough to accept."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(candidates: range | None = None, *, taken: set[int] | None = None) -> int:
+    """A loopback port free now, from `candidates` when given (else any).
+    Another program could take it before the process binds it; on a test
+    machine that is rare enough to accept."""
+    for port in candidates if candidates is not None else (0,):
+        if taken and port in taken:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise StackError(f"no free loopback port in {candidates}")
+
+
+def port_range(variable: str) -> range | None:
+    """`FROM-TO` (inclusive) from the environment, for a shared machine where
+    each user keeps to their own ports; None when unset (any free port)."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return None
+    first, _, last = value.partition("-")
+    return range(int(first), int(last or first) + 1)
 
 
 def read_procfile(path: Path) -> dict[str, str]:
@@ -115,7 +137,7 @@ class Stack:
         if private_redis:
             # A server of our own: its db 0, on a port nobody else uses.
             redis_db = 0
-            self.redis_port = free_port()
+            self.redis_port = free_port(port_range("STACK_REDIS_PORT"))
             redis_url = f"redis://127.0.0.1:{self.redis_port}"
         elif redis_db in RESERVED_REDIS_DBS:
             raise StackError(f"Redis db {redis_db} is the test suite's; choose another")
@@ -130,8 +152,9 @@ class Stack:
         self.ready_timeout = ready_timeout
         self.database = f"loremaster_{label}_{os.getpid()}"
         self.database_url = f"{self.postgres}/{self.database}"
-        self.port = free_port()
-        self.model_port = free_port()
+        ports = port_range("STACK_PORTS")
+        self.port = free_port(ports)
+        self.model_port = free_port(ports, taken={self.port})
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.model_url = f"http://127.0.0.1:{self.model_port}/v1"
         self.work: Path | None = None
@@ -343,7 +366,7 @@ class Stack:
             self.check_alive()
             answer = self.readiness()
             if answer and answer.get("status") == "ready":
-                say("ready: " + ", ".join(f"{k} {v['detail']}" for k, v in answer["checks"].items()))
+                say("ready: " + ", ".join(answer.get("ok") or answer.get("checks") or []))
                 return answer
             time.sleep(0.5)
         raise StackError(f"/readyz did not say ready within {timeout or self.ready_timeout:.0f} s: {answer}")
@@ -526,6 +549,51 @@ class ConnectionSampler:
     @property
     def mean(self) -> float:
         return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+
+class Trouble(Exception):
+    """A request did not go as a browser's would; the reason is the message."""
+
+
+#: Answers that mean "busy, try again": a real browser's reader presses log-in again a moment later.
+BUSY_STATUSES = (502, 503, 504)
+
+
+class LoginPacer:
+    """Readers logging in as a real group does: a few at a time, a moment
+    apart, and again after a busy answer (a 503, no answer at all), not
+    all in the same second. Each log-in costs a deliberately slow password
+    hash, and a script's own setup should measure the pages, not the hasher
+    (the login burst of bin/faults measures that on purpose)."""
+
+    def __init__(self, *, at_once: int = 3, spacing: float = 0.3, attempts: int = 5, backoff: float = 1.0):
+        self.spacing = spacing
+        self.attempts = attempts
+        self.backoff = backoff
+        self.retries = 0
+        self._slots = threading.Semaphore(at_once)
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def _wait_turn(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.spacing
+        time.sleep(max(0.0, start - now))
+
+    def log_in(self, attempt) -> bool:
+        """Runs `attempt()` (True: logged in; False: busy, try again; it
+        raises for a refusal) until it logs in or runs out of attempts."""
+        for number in range(self.attempts):
+            with self._slots:
+                self._wait_turn()
+                if attempt():
+                    return True
+            with self._lock:
+                self.retries += 1
+            time.sleep(self.backoff * 2 ** number)
+        return False
 
 
 def exit_on_sigterm() -> None:

@@ -262,6 +262,10 @@ LOREMASTER_READER_RATES = {
     "turns": env_int("LOREMASTER_TURNS_PER_MINUTE", 30),
     "uploads": env_int("LOREMASTER_UPLOADS_PER_HOUR", 300),
 }
+#: Index jobs the workers of the default queue run at once (the Procfile's
+#: worker runs one per core, Celery's default): a reader gets one fewer, so
+#: another reader's upload always finds a slot (knowledge.services.jobs).
+LOREMASTER_INDEX_SLOTS = env_int("LOREMASTER_INDEX_SLOTS", os.cpu_count() or 2)
 #: Campaigns one reader may own.
 LOREMASTER_CAMPAIGNS_PER_READER = env_int("LOREMASTER_CAMPAIGNS_PER_READER", 100)
 #: Lore size (quotas.lore), checked by the index job on what would be stored:

@@ -49,8 +49,8 @@ from .indexing import (
     job_claim,
     job_run,
 )
-from .jobs import FAIR_SHARE, dispatch, job_cancel, job_retry
-from .liveness import jobs_recover, jobs_resend_lost
+from .jobs import dispatch, fair_share, job_cancel, job_retry
+from .liveness import jobs_reclaim, jobs_recover, jobs_resend_lost
 from .lorebooks import book_of, entry_update, lorebook_create, world_info_of, world_info_stream
 from .reading import (
     ALLOWED_SUFFIXES,
@@ -92,13 +92,14 @@ __all__ = [
     "embeddings_refresh",
     "embeddings_refresh_for_profile",
     "human_size",
-    "FAIR_SHARE",
+    "fair_share",
     "dispatch",
     "job_cancel",
     "jobs_resend_lost",
     "job_claim",
     "job_retry",
     "job_run",
+    "jobs_reclaim",
     "jobs_recover",
     "source_always_include_check",
     "source_create",

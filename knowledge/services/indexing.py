@@ -29,6 +29,7 @@ from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSour
 from . import measure, parsing
 from .reading import ImportRefused
 from .jobs import _enqueue, _job_for, _source_after_stop
+from .progress import _Abandoned, _beat, batches_clear, embed_resuming
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,6 @@ log = logging.getLogger(__name__)
 MAX_RETRIES = len(policy.BACKOFF_SECONDS)
 BULK_BATCH = 500
 Source = KnowledgeSource
-
-
-class _Abandoned(Exception):
-    """The job was cancelled or taken over while this process worked on it."""
 
 
 def count_tokens(text: str) -> int:
@@ -113,29 +110,6 @@ def job_run(
     return IndexJob.objects.filter(pk=job_id).first()
 
 
-def _beat(job: IndexJob, attempt: int, *, now: datetime, progress: int, step: str) -> None:
-    """Progress and heartbeat in one conditional UPDATE; raises _Abandoned
-    when the job is no longer this attempt's (cancelled, or taken over)."""
-    alive = IndexJob.objects.filter(pk=job.pk, state=IndexJob.State.RUNNING, attempts=attempt).update(
-        heartbeat=now, progress=progress, step=step[:200]
-    )
-    if not alive:
-        raise _Abandoned
-
-
-def _embed_all(job, attempt, clock, profile: EndpointProfile | None, inputs: list[str]) -> list[bytes]:
-    if profile is None or not inputs:
-        return []
-    model = embeddings.model_of(profile)
-
-    def on_batch(done: int) -> None:
-        _beat(job, attempt, now=clock(), progress=10 + 85 * done // len(inputs),
-              step=f"Embedding with {model}: {done} of {len(inputs)} passages")
-
-    on_batch(0)
-    return list(embeddings.embed(profile, inputs, on_batch=on_batch))
-
-
 def _hub_shares(profile: EndpointProfile | None, vectors: list[bytes]) -> list[float | None]:
     """Each vector's share of the neutral scenes it is close to (knowledge.hubs)."""
     model = embeddings.model_of(profile)
@@ -171,7 +145,7 @@ def _run_index(job: IndexJob, attempt: int, clock) -> None:
     # temporary failure leaves a re-embed job to try again.
     note, retry_embedding = "", False
     try:
-        vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(p.heading_path, p.text) for p in passages])
+        vectors = embed_resuming(job, attempt, clock, profile, [_embedding_input(p.heading_path, p.text) for p in passages])
     except embeddings.EmbeddingUnavailable as exc:
         vectors, note, retry_embedding = [], f"Semantic search is off for this file for now: {exc}", True
     except embeddings.EmbeddingFailed as exc:
@@ -212,7 +186,7 @@ def _run_embed(job: IndexJob, attempt: int, clock) -> None:
     if not model or source.embedding_model == model or not live:
         _job_done(job, now=clock(), passages=len(live), step="Nothing to re-embed")
         return
-    vectors = _embed_all(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
+    vectors = embed_resuming(job, attempt, clock, profile, [_embedding_input(h, t) for _, h, t in live])
     ids = [pk for pk, _, _ in live]
     stored_bytes = source.stored_bytes - measure.stored_vectors_bytes(source) + measure.vectors_bytes(vectors)
     _swap(
@@ -323,6 +297,7 @@ def _job_done(job: IndexJob, *, now: datetime, passages: int, step: str) -> None
         state=IndexJob.State.DONE, progress=100, heartbeat=now, finished=now,
         passages=passages, step=step[:200], error="",
     )
+    batches_clear(job.pk)
 
 
 def _follow_model_change(campaign: Campaign, embedded_with: str) -> None:
@@ -349,6 +324,7 @@ def _job_fail(job: IndexJob, attempt: int, error: str, *, now: datetime, detail:
         )
         if failed:
             _source_after_stop(job.source_id, error)
+            batches_clear(job.pk)
 
 
 def embeddings_refresh(*, campaign_ids: Iterable[int]) -> list[IndexJob]:

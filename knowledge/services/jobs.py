@@ -16,22 +16,18 @@ import logging
 from datetime import datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lifecycle import sending
 
 from ..models import IndexJob, KnowledgeSource
+from .progress import batches_clear
 
 log = logging.getLogger(__name__)
 
 Source = KnowledgeSource
-#: Of one reader's index jobs, at most this many are sent to the workers
-#: (waiting in the broker or running) at once; the rest are held here and
-#: sent as earlier ones end. So a reader's library of sixty files never
-#: stands in front of another reader's one upload: that waits behind at most
-#: this many of them, then takes its turn.
-FAIR_SHARE = 2
 #: The task that runs a job (knowledge.tasks), named: it imports this package.
 INDEX_JOB = "knowledge.tasks.index_job"
 
@@ -64,13 +60,23 @@ def _enqueue(job: IndexJob) -> None:
         transaction.on_commit(partial(dispatch, owner_id=owner_id))
 
 
+def fair_share(slots: int) -> int:
+    """Of one reader's index jobs, at most this many are sent to the workers
+    (waiting in the broker or running) at once; the rest are held here and
+    sent as earlier ones end. One below the workers' `slots` (and at least
+    one), so a reader's library of sixty files never takes every slot:
+    another reader's upload goes to a free one at once."""
+    return max(1, slots - 1)
+
+
 def dispatch(*, owner_id: int) -> list[int]:
-    """Sends the reader's oldest held jobs, up to their FAIR_SHARE in flight.
+    """Sends the reader's oldest held jobs, up to their fair share in flight.
     A broker that refuses leaves the job held, for the workers' sweep."""
     mine = IndexJob.objects.filter(source__campaign__owner_id=owner_id)
     held = mine.held().order_by("created", "pk").values_list("pk", flat=True)
+    share = fair_share(settings.LOREMASTER_INDEX_SLOTS)
     sent = []
-    for job_id in list(held[: max(0, FAIR_SHARE - mine.sent().count())]):
+    for job_id in list(held[: max(0, share - mine.sent().count())]):
         if not IndexJob.objects.held().filter(pk=job_id).update(heartbeat=timezone.now()):
             continue
         try:
@@ -111,6 +117,7 @@ def job_cancel(*, job: IndexJob, now: datetime) -> bool:
     )
     if cancelled:
         _source_after_stop(job.source_id, "Indexing was cancelled by an operator. Press Re-index to try again.")
+        batches_clear(job.pk)
         _enqueue(job)  # the reader's next held job may go
     return bool(cancelled)
 

@@ -46,18 +46,30 @@ def jobs_recover(*, now: datetime, restarted_worker: str = "") -> list[int]:
     return recovered
 
 
-def jobs_resend_lost(*, now: datetime) -> list[int]:
-    """Holds again the queued jobs whose message was sent STALE_AFTER ago
-    and never picked up (a Redis restart, a deleted queue), then sends the
-    held jobs again. A message that turns up after all is refused by the
-    claim; a job waiting its turn behind others' is sent twice, harmlessly,
-    and never more than FAIR_SHARE of one reader's."""
-    lost = list(IndexJob.objects.stale(now).waiting().values_list("pk", flat=True))
+def jobs_resend_lost(*, now: datetime, sent_before: datetime | None = None) -> list[int]:
+    """Holds again the queued jobs whose message was sent before
+    `sent_before` (STALE_AFTER ago, by default) and never picked up (a Redis
+    restart, a deleted queue), then sends the held jobs again. A message that
+    turns up after all is refused by the claim; a job waiting its turn behind
+    others' is sent twice, harmlessly, and never more than a reader's fair
+    share. A job waiting for its retry is dated then, and is not lost."""
+    before = policy.stale_before(now) if sent_before is None else sent_before
+    lost = list(IndexJob.objects.waiting().filter(heartbeat__lt=before).values_list("pk", flat=True))
     if lost:
-        IndexJob.objects.stale(now).waiting().filter(pk__in=lost).update(heartbeat=None)
+        IndexJob.objects.waiting().filter(pk__in=lost, heartbeat__lt=before).update(heartbeat=None)
         log.warning("Sending again index jobs whose message was not picked up: %s", lost)
     dispatch_held()
     return lost
+
+
+def jobs_reclaim(*, now: datetime, restarted_worker: str) -> list[int]:
+    """What a worker does as it starts, so a killed worker's imports go on
+    at once, not after STALE_AFTER and the next sweep: its dead
+    predecessor's running jobs back in the queue (jobs_recover), and every
+    job already sent sent again, since the messages the predecessor had
+    fetched and not yet started died with it."""
+    recovered = jobs_recover(now=now, restarted_worker=restarted_worker)
+    return recovered + jobs_resend_lost(now=now, sent_before=now)
 
 
 def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:

@@ -8,14 +8,15 @@ from django.db import transaction
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
-from .. import derivedjobs
+from .. import derivedjobs, services
 from . import BundleError
 from ..models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 from .validate import validate
 
 
 def import_bundle(bundle, *, owner) -> Campaign:
-    """Creates the campaign; nothing is written unless the whole bundle is valid.
+    """Creates the campaign; nothing is written unless the whole bundle is
+    valid and the owner has room for it (quotas.OverQuota).
 
     Sources are stored unindexed here; the caller indexes them (see
     `import_and_index`), because indexing may call an embedding endpoint and
@@ -23,6 +24,7 @@ def import_bundle(bundle, *, owner) -> Campaign:
     """
     plan = validate(bundle)
     with transaction.atomic():
+        services.campaign_room(owner)
         return _write(plan, owner)
 
 

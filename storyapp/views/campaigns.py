@@ -54,6 +54,9 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
     except BundleError as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return redirect("campaign_list")
+    except quotas.OverQuota as exc:
+        messages.error(request, f"Nothing was imported: {exc}")
+        return quotas.over_quota(_campaign_list(request), exc)
     messages.success(request, f"Imported “{campaign.title}”; its lore is being indexed.")
     return redirect("campaign_play", pk=campaign.pk)
 
@@ -63,15 +66,13 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
 def campaign_create(request: HttpRequest) -> HttpResponse:
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        campaign = form.save(commit=False)
+        campaign.owner = request.user
         try:
-            services.campaign_room(request.user)
+            services.campaign_create(campaign=campaign, now=timezone.now())
         except quotas.OverQuota as exc:
             form.add_error(None, str(exc))
             return quotas.over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)
-        campaign = form.save(commit=False)
-        campaign.owner = request.user
-        campaign.save()
-        services.story_open(campaign=campaign, now=timezone.now())
         return redirect("campaign_play", pk=campaign.pk)
     return render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None})
 

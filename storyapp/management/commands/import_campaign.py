@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+import quotas
 from storyapp.bundle import BundleError
 from storyapp.bundle.importer import import_and_index
 from storyapp.bundle.validate import parse
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot read {path}: {exc.strerror}.") from exc
         try:
             campaign = import_and_index(parse(raw, name=path), owner=reader)
-        except BundleError as exc:
+        except (BundleError, quotas.OverQuota) as exc:
             raise CommandError(f"Nothing was imported: {exc}") from exc
         for source in campaign.sources.order_by("id"):
             detail = f"{source.passage_count} passages" if source.index_state == "ready" else source.error
