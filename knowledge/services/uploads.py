@@ -64,27 +64,22 @@ def sources_import(
     """Imports each file on its own: one bad file refuses that file only.
     Without a `classification`, a lorebook is Canon and a text Reference."""
     result = ImportResult()
-    for filename, data in files:
-        try:
-            content = read_upload(filename=filename, data=data)
-            options = {"visibility": visibility, "always_include": always_include, "enqueue": enqueue}
-            if isinstance(content, Lorebook):
-                source = lorebook_create(
-                    campaign=campaign, filename=filename, book=content, classification=classification, **options
-                )
-                result.reports.append(f"{source.title}: {report(content)}")
-            else:
-                source = source_create(
-                    campaign=campaign, filename=filename, text=content,
-                    classification=classification or Source.Classification.REFERENCE, **options,
-                )
-        except DuplicateSource as exc:
-            result.duplicates.append(str(exc))
-        except ImportRefused as exc:
-            result.refused.append(str(exc))
-        else:
-            result.created.append(source)
-    return result
+    options = {"visibility": visibility, "always_include": always_include, "enqueue": enqueue}
+
+    def store(filename: str, data: bytes) -> KnowledgeSource:
+        content = read_upload(filename=filename, data=data)
+        if isinstance(content, Lorebook):
+            source = lorebook_create(
+                campaign=campaign, filename=filename, book=content, classification=classification, **options
+            )
+            result.reports.append(f"{source.title}: {report(content)}")
+            return source
+        return source_create(
+            campaign=campaign, filename=filename, text=content,
+            classification=classification or Source.Classification.REFERENCE, **options,
+        )
+
+    return _each_on_its_own(files, store, result)
 
 
 def sources_upload(
@@ -97,11 +92,18 @@ def sources_upload(
 ) -> ImportResult:
     """Stores each file as it came on a new source and queues its job, one
     bad file refusing that file only. The report comes with the job."""
-    result = ImportResult()
+    def store(filename: str, data: bytes) -> KnowledgeSource:
+        return source_upload(campaign=campaign, filename=filename, data=data, classification=classification,
+                             visibility=visibility, always_include=always_include)
+
+    return _each_on_its_own(files, store, ImportResult())
+
+
+def _each_on_its_own(files: Iterable[tuple[str, bytes]], store, result: ImportResult) -> ImportResult:
+    """`store` called on each file, its refusal recorded against that file only."""
     for filename, data in files:
         try:
-            source = source_upload(campaign=campaign, filename=filename, data=data, classification=classification,
-                                   visibility=visibility, always_include=always_include)
+            source = store(filename, data)
         except DuplicateSource as exc:
             result.duplicates.append(str(exc))
         except ImportRefused as exc:

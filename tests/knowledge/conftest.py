@@ -1,5 +1,7 @@
 import pytest
+import regex
 
+from knowledge import regexkeys
 from tests.factories import CampaignFactory, EndpointProfileFactory
 
 
@@ -24,3 +26,17 @@ def reader(client, alice):
     """The test client, signed in as alice, who owns `campaign`."""
     client.force_login(alice)
     return client
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every pattern knowledge.regexkeys hands to the engine, in order."""
+    seen = []
+    real = regex.compile
+
+    def counting(pattern, *args, **kwargs):
+        seen.append(pattern)
+        return real(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(regexkeys.regex, "compile", counting)
+    return seen

@@ -13,12 +13,11 @@ import time
 import weakref
 
 import pytest
-import regex
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
-from knowledge import regexkeys, retrieval, services
+from knowledge import retrieval, services
 from knowledge.models import KnowledgeSource, LoreEntry
 from knowledge.query import QueryInputs
 from knowledge.retrieval import keyindex, retrieve
@@ -32,20 +31,6 @@ def fresh_cache():
     retrieval.clear_cache()
     yield
     retrieval.clear_cache()
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """Every pattern knowledge.regexkeys hands to the engine."""
-    seen = []
-    real = regex.compile
-
-    def counting(pattern, *args, **kwargs):
-        seen.append(pattern)
-        return real(pattern, *args, **kwargs)
-
-    monkeypatch.setattr(regexkeys.regex, "compile", counting)
-    return seen
 
 
 def world_info(keys_by_entry) -> bytes:

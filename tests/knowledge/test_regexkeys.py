@@ -7,7 +7,6 @@ deadline; ordinary keys, flags included, match as before."""
 import time
 
 import pytest
-import regex
 
 from knowledge import keys, regexkeys
 from knowledge.keys import EntryKeys
@@ -16,20 +15,6 @@ from knowledge.regexkeys import OUT_OF_TIME, Patterns
 #: The probe's compile bomb: compiled, about 270 MB and 0.4-6 s each.
 BOMB = "/(?#{n})(?:(?:(?:a{{100}}){{100}}){{100}})/"
 SCENE = "The lanterns swing over the quay; beyond the glade the forest is dark."
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """Every pattern regexkeys hands to the engine, in order."""
-    seen = []
-    real = regex.compile
-
-    def counting(pattern, *args, **kwargs):
-        seen.append(pattern)
-        return real(pattern, *args, **kwargs)
-
-    monkeypatch.setattr(regexkeys.regex, "compile", counting)
-    return seen
 
 
 @pytest.mark.parametrize(
