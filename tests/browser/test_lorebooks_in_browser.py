@@ -8,7 +8,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from knowledge.models import KnowledgeChunk, KnowledgeSource
+from knowledge.models import KnowledgeChunk, KnowledgeSource, LoreEntry
 from tests.browser.helpers import horizontal_overflow
 from tests.knowledge.lorebooks.test_cards import V2, png, text_chunk
 
@@ -22,11 +22,12 @@ def test_lorebooks_upload_report_and_their_entries_are_edited_in_place(page, cam
     page.locator("#upload-files").set_input_files([str(DATA / "st_westhaven.json"), str(card)])
     expect(page.locator("#chosen-files")).to_contain_text("vell.png")
     page.locator("#upload-button").click()
-    outcome = page.locator(".upload-outcome")
-    expect(outcome).to_contain_text("Imported 2 files")
-    expect(outcome.locator(".import-report")).to_contain_text("SillyTavern World Info, 6 entries, 1 disabled")
-    expect(outcome.locator(".import-report")).to_contain_text("Character Card")
+    expect(page.locator(".upload-outcome")).to_contain_text("Imported 2 files")
+    # Each file is read by the worker; its report comes on its row, with the ready state.
     expect(page.locator(".source-state .badge.ok")).to_have_count(2, timeout=30_000)
+    reports = page.locator(".source-state .import-report")
+    expect(reports.filter(has_text="SillyTavern World Info, 6 entries, 1 disabled")).to_have_count(1)
+    expect(reports.filter(has_text="Character Card")).to_have_count(1)
     assert set(KnowledgeSource.objects.values_list("classification", flat=True)) == {"canon"}
 
     westhaven = KnowledgeSource.objects.get(format="SillyTavern World Info")
@@ -66,8 +67,10 @@ def test_a_broken_lorebook_is_refused_in_the_page_and_nothing_is_stored(page, ca
     page.goto(f"/campaigns/{campaign.pk}/library/")
     page.locator("#upload-files").set_input_files(str(broken))
     page.locator("#upload-button").click()
-    refusal = page.locator(".upload-outcome .error")
-    expect(refusal).to_contain_text("broken.json")
+    # The worker reads the book and refuses it: the row says why, none of it is stored.
+    refusal = page.locator(".source-state .error")
+    expect(refusal).to_contain_text("broken.json", timeout=30_000)
     expect(refusal).to_contain_text("entry 7")
     expect(refusal).to_contain_text("content")
-    assert not KnowledgeSource.objects.exists()
+    assert KnowledgeSource.objects.get().index_state == "failed"
+    assert not LoreEntry.objects.exists() and not KnowledgeChunk.objects.exists()

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from knowledge.models import IndexJob, KnowledgeSource
+from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeSource
 from storyapp import services
 from tests.browser.helpers import axe_violations, horizontal_overflow, log_in
 from tests.factories import IndexJobFactory, KnowledgeSourceFactory, UserFactory
@@ -56,13 +56,14 @@ def test_picked_files_are_stored_with_the_options_set_after_picking(page, campai
     page.locator("#id_classification").select_option("canon")
     page.locator("#id_visibility").select_option("hidden")
     page.locator("#upload-button").click()
-    expect(page.locator(".upload-outcome")).to_contain_text("Imported 1 file: The Drowned Lantern")
-    source = KnowledgeSource.objects.get()
-    assert (source.classification, source.visibility, source.title) == ("canon", "hidden", "The Drowned Lantern")
+    expect(page.locator(".upload-outcome")).to_contain_text("Imported 1 file: lantern")
     expect(page.locator("#id_classification")).to_have_value("canon")
     expect(page.locator("#id_visibility")).to_have_value("hidden")
     expect(page.locator("#chosen")).to_be_hidden()
+    # The worker reads the file; its own title arrives with the ready state.
     expect(page.locator(".source-state .badge.ok")).to_have_count(1, timeout=30_000)
+    source = KnowledgeSource.objects.get()
+    assert (source.classification, source.visibility, source.title) == ("canon", "hidden", "The Drowned Lantern")
 
 
 def test_dropped_files_wait_for_upload_and_take_the_options_shown(page, campaign):
@@ -90,8 +91,10 @@ def test_upload_without_files_asks_for_them_and_a_bad_file_is_refused_clearly(pa
     bad.write_bytes(b"\xff\xfe\x00 not utf-8 \x81")
     page.locator("#upload-files").set_input_files(str(bad))
     page.locator("#upload-button").click()
-    expect(page.locator(".upload-outcome .error")).to_contain_text("broken.md")
-    assert not KnowledgeSource.objects.exists()
+    # The worker reads the file and refuses it: the row says why, nothing of it is indexed.
+    expect(page.locator(".source-state .error")).to_contain_text("broken.md", timeout=30_000)
+    assert KnowledgeSource.objects.get().index_state == "failed"
+    assert not KnowledgeChunk.objects.exists()
 
 
 def test_the_inspector_fits_its_card_lists_rejections_and_closes_on_escape(page, campaign, model, library):
