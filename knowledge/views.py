@@ -59,10 +59,18 @@ def _library_context(campaign: Campaign, **extra) -> dict:
 @require_GET
 def library(request: HttpRequest, pk: int) -> HttpResponse:
     """The page; an htmx poll (`?poll=1`) gets the poller and each source's
-    state as out-of-band swaps, so forms being edited are left alone."""
+    state as out-of-band swaps, so forms being edited are left alone; a
+    row's own poll (`?row=ID`, an upload not read yet) gets that row whole,
+    since what the worker read changes its title, class and tools."""
     campaign = _campaign_for(request, pk)
     context = _library_context(campaign)
     template = LIBRARY
+    if request.htmx and request.GET.get("row", "").isdigit():
+        wanted = int(request.GET["row"])
+        source = next((s for s in context["sources"] if s.pk == wanted), None)
+        if source is None:
+            return HttpResponse("")  # deleted meanwhile: the row goes
+        return render(request, LIBRARY + "#row", {**context, "source": source})
     if request.htmx and request.GET.get("poll"):
         context["oob"] = True
         template += "#poll"

@@ -71,3 +71,21 @@ def test_vectors_count_in_the_stored_bytes(alice, client, embedded_campaign, dja
     assert source.index_state == "ready" and source.embedding_model
     vector = source.chunks.get().embeddings.get()
     assert source.stored_bytes > len(bytes(vector.vector)) + len(source.content)
+
+
+def test_an_unread_upload_shows_no_settings_and_its_row_comes_back_whole_once_read(reader, campaign):
+    """Before the worker reads a file, its class and title are guesses; the row
+    offers none of them (a Save would store the guess) and polls itself, and
+    once read it comes back whole with what the worker found."""
+    post(reader, campaign, "westhaven.json", WESTHAVEN)
+    source = KnowledgeSource.objects.get()
+    row_url = reverse("library", kwargs={"pk": campaign.pk}) + f"?row={source.pk}"
+    waiting = reader.get(reverse("library", kwargs={"pk": campaign.pk})).content.decode()
+    assert f'hx-get="{row_url}"' in waiting and "a worker is reading it" in waiting
+    assert 'name="classification"' not in waiting.split('id="upload-form"')[1].split("</form>", 1)[1]
+    services.job_run(job_id=IndexJob.objects.get().pk, now=timezone.now())
+    row = reader.get(row_url, **HX).content.decode()
+    assert 'value="canon" selected' in row and "SillyTavern World Info, 6 entries" in row
+    assert 'hx-trigger="every 2s"' not in row.split("<form", 1)[0]
+    KnowledgeSource.objects.all().delete()
+    assert reader.get(row_url, **HX).content == b""
