@@ -68,7 +68,7 @@ def card_of(*, filename: str, data: bytes) -> Lorebook:
     card (the reader's error names its field), or no format at all."""
     size_check(filename=filename, size=len(data))
     try:
-        book = read(data, name=filename)
+        book = read(data, name=filename, png_text_limit=settings.LOREMASTER_PNG_TEXT_MAX_BYTES)
     except LorebookError as exc:
         if exc.format_name.startswith("Character Card"):
             raise CardRefused(f"{filename}: {exc}. Nothing was stored.") from exc

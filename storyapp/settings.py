@@ -333,3 +333,5 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # everything else by this, a margin over the form data Django accepts.
 REQUEST_MAX_BODY_BYTES = env_int("LOREMASTER_MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE + 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FILES = KNOWLEDGE_MAX_FILES_PER_UPLOAD + 10
+# The most text a PNG card's chunks may inflate to, all chunks together (a decompression bomb stops here).
+LOREMASTER_PNG_TEXT_MAX_BYTES = env_int("LOREMASTER_PNG_TEXT_MAX_BYTES", 8 * 1024 * 1024)

@@ -1,5 +1,8 @@
 """The library page: upload, bad input, per-source settings, live state."""
 
+import html
+import time
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
@@ -67,6 +70,18 @@ def test_without_htmx_an_upload_redirects_back_with_a_message(reader, campaign):
 def test_a_bad_file_gets_a_clear_message_and_nothing_is_stored(reader, campaign, upload, message):
     response = post_files(reader, campaign, upload)
     assert message in response.content.decode()
+    assert not KnowledgeSource.objects.exists() and not IndexJob.objects.exists()
+
+
+def test_a_png_bomb_is_refused_quickly_naming_the_limit_and_nothing_is_stored(reader, campaign):
+    from tests.knowledge.lorebooks.test_png_bomb import bomb
+
+    started = time.monotonic()
+    response = post_files(reader, campaign, md("bomb.png", bomb()))
+    assert "bomb.png: Character Card PNG, field “chara”: this PNG's text chunks inflate past 8 MB" in (
+        html.unescape(response.content.decode())
+    )
+    assert time.monotonic() - started < 3
     assert not KnowledgeSource.objects.exists() and not IndexJob.objects.exists()
 
 

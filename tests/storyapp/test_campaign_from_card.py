@@ -6,6 +6,7 @@ usable card is refused with a reason and stores nothing."""
 import copy
 import html
 import json
+import time
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -199,6 +200,20 @@ def test_a_file_that_is_no_usable_card_is_refused_and_stores_nothing(reader, nam
     response = upload(reader, name, data)
     assert response.status_code == 200
     assert words in page_text(response)
+    assert nothing_stored()
+
+
+def test_a_png_bomb_is_refused_quickly_naming_the_limit_and_stores_nothing(reader, settings):
+    from tests.knowledge.lorebooks.test_png_bomb import bomb
+
+    settings.LOREMASTER_PNG_TEXT_MAX_BYTES = 1024 * 1024
+    started = time.monotonic()
+    response = upload(reader, "bomb.png", bomb(b"iTXt", b"ccv3"))
+    assert response.status_code == 200
+    assert "bomb.png: Character Card PNG, field “ccv3”: this PNG's text chunks inflate past 1 MB; a character card needs far less" in (
+        page_text(response)
+    )
+    assert time.monotonic() - started < 3
     assert nothing_stored()
 
 
