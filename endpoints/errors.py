@@ -11,7 +11,7 @@ import re
 import httpx
 import openai
 
-from . import netguard
+from . import netguard, replycap
 from .models import EndpointProfile
 
 
@@ -66,6 +66,13 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
             "so Loremaster did not connect. An operator can list that address or range in "
             "LOREMASTER_ENDPOINT_ALLOWLIST."
         )
+    too_large = replycap.too_large_in(exc)
+    if too_large is not None:
+        return (
+            f"Loremaster stopped reading {where}: {too_large}"
+            f"{'' if too_large.compressed else ', far more than any answer needs'}. "
+            "Check the model server; an operator can raise LOREMASTER_MODEL_REPLY_MAX_BYTES if such replies are meant."
+        )
     if isinstance(exc, openai.APITimeoutError):
         return (
             f"{where} sent nothing for {profile.first_byte_timeout_seconds} seconds. Check that it is running "
@@ -108,6 +115,8 @@ POOLING_ADVICE = (
 
 def is_temporary(exc: Exception) -> bool:
     """Whether retrying later may succeed: unreachable, a timeout, 429, 5xx."""
+    if replycap.too_large_in(exc) is not None:
+        return False  # the same server sends the same flood again
     if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, httpx.HTTPError)):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500

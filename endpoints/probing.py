@@ -17,6 +17,7 @@ import openai
 from .client import client_for, http_json, server_root
 from .errors import POOLING_ADVICE, describe, error_text, overflow_in
 from .models import EndpointProfile
+from .replycap import ReplyTooLarge
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,8 @@ def probe_window(profile: EndpointProfile) -> ServerWindow:
             found = probe(profile)
             if found is not None:
                 return found
+    except ReplyTooLarge as exc:
+        return ServerWindow(None, "reply too large", f"{exc} (not verified)")
     except (httpx.HTTPError, ValueError) as exc:
         return ServerWindow(None, "unreachable", f"the probe could not reach the server ({type(exc).__name__})")
     return ServerWindow(None, "unknown", "the server does not say what it accepts (not verified)")

@@ -21,6 +21,7 @@ from contextbuild.layout import COMPLETION_STOP
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, overflow_from
 from .models import EndpointProfile
+from .replycap import too_large_in
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ def _read_usage(chunk, meter: Meter | None) -> None:
 
 def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool):
     """The failure for a connection that broke, worded by how far the reply got."""
+    if too_large_in(exc) is not None:
+        return ModelFailure(describe(exc, profile) + (" The text so far is kept." if wrote else ""))
     timed_out = isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException))
     if not wrote and not timed_out:
         # Some servers (llama-cpp-python) accept a stream and drop it when
