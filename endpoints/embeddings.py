@@ -22,6 +22,7 @@ import httpx
 import numpy as np
 import openai
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from . import localembed
 from .client import client_for, endpoint_for
@@ -93,7 +94,10 @@ def embed(
         yield from _embed_locally(model, texts, on_batch)
         return
     # No stream: the whole batch is the first byte, so it gets the total timeout.
-    client = client_for(profile, timeout=profile.timeout_seconds)
+    try:
+        client = client_for(profile, timeout=profile.timeout_seconds)
+    except ValidationError as exc:  # the allowlist no longer allows the profile's address
+        raise EmbeddingFailed(describe(exc, profile, model=model)) from exc
     dimensions = None
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])

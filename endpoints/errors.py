@@ -10,6 +10,7 @@ import re
 
 import httpx
 import openai
+from django.core.exceptions import ValidationError
 
 from . import netguard, replycap
 from .models import EndpointProfile
@@ -59,6 +60,12 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     where = f"the model endpoint “{profile.name}”"
     kind = "embedding model" if model else "model"
     model = model or profile.chat_model
+    if isinstance(exc, ValidationError):
+        # The allowlist narrowed since the profile was saved; the host it names is for staff.
+        return (
+            f"The address of {where} is not on this server's endpoint allowlist, so Loremaster did not connect. "
+            "An operator can change the profile's address or extend LOREMASTER_ENDPOINT_ALLOWLIST."
+        )
     if netguard.refusal_in(exc) is not None:
         # The address is in the operators' log (netguard), not here.
         return (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 import openai
+from django.core.exceptions import ValidationError
 
 from contextbuild.layout import COMPLETION_STOP
 
@@ -68,7 +69,10 @@ def stream_reply(
     error status, a dropped connection, a refusal, or a stream that stopped
     without saying it had finished (a cut-off reply must not pass as whole).
     """
-    client = client_for(profile)
+    try:
+        client = client_for(profile)
+    except ValidationError as exc:  # the allowlist no longer allows the profile's address
+        raise ModelFailure(describe(exc, profile)) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
     request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
     if completions:
