@@ -16,7 +16,7 @@ import openai
 from django.core.exceptions import ValidationError
 
 from .client import client_for, http_json, server_root
-from .errors import POOLING_ADVICE, describe, error_text, overflow_in
+from .errors import POOLING_ADVICE, describe, error_text, overflow_in, upstream_detail
 from .models import EndpointProfile
 from .replycap import ReplyTooLarge
 
@@ -202,7 +202,7 @@ def check_connection(profile: EndpointProfile, *, embedding_model: str | None = 
     try:
         check.models = sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, httpx.HTTPError) as exc:
-        check.models_error = describe(exc, profile)
+        check.models_error = f"{describe(exc, profile)} The server said: {upstream_detail(exc)}"
         return check
     check.window = probe_window(profile)
     model = (profile.embedding_model if embedding_model is None else embedding_model).strip()
@@ -213,7 +213,7 @@ def check_connection(profile: EndpointProfile, *, embedding_model: str | None = 
         response = client.embeddings.create(model=model, input=["The lighthouse keeper lights the lamp."])
         vector = response.data[0].embedding
     except (openai.OpenAIError, httpx.HTTPError) as exc:
-        check.embedding_error = describe(exc, profile, model=model)
+        check.embedding_error = f"{describe(exc, profile, model=model)} The server said: {upstream_detail(exc)}"
         if "pooling" in str(exc).lower():
             check.embedding_error += f" {POOLING_ADVICE}"
         return check
