@@ -4,6 +4,7 @@ window as last probed, and the "Test connection" page."""
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.http import HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -48,8 +49,14 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     def connection(self, obj: EndpointProfile) -> str:
         if obj.pk is None:
             return "Save the profile first."
+        # A button of the change form (which carries the CSRF token), posted
+        # to the test instead: a form may not hold another form.
         url = reverse("admin:endpoints_endpointprofile_test", args=[obj.pk])
-        return format_html('<a class="button" href="{}">Test connection</a>', url)
+        return format_html(
+            '<button type="submit" class="button" formaction="{}" formmethod="post" formnovalidate>'
+            "Test connection</button>",
+            url,
+        )
 
     def save_model(self, request, obj: EndpointProfile, form, change) -> None:
         """A saved profile may point at another server or model: what was
@@ -71,20 +78,20 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         return [test, *super().get_urls()]
 
     def test_connection(self, request, profile_id: int):
-        """Lists the server's models, the probed window and whether embeddings
-        work (at what width), or says plainly what failed. The probe found
-        here is kept, as a turn's would be."""
+        """GET shows the page with its button; POST (CSRF-checked, by an admin
+        who may change the profile) asks the server: its models, the probed
+        window and whether embeddings work (at what width), or says plainly
+        what failed. The probe found is kept, as a turn's would be."""
         profile = get_object_or_404(EndpointProfile, pk=profile_id)
         if not self.has_view_permission(request, profile):
             raise PermissionDenied
-        window.forget_probe(profile)
-        local = is_local(model_of(profile))
-        # A local model is not the server's to answer for: the workers run it.
-        check = check_connection(profile, embedding_model="" if local else model_of(profile))
-        if local:
-            check.embedding_error = embedding_status(profile, now=timezone.now())
-        if check.window is not None:
-            window.store_probe(profile, check.window)
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        check = None
+        if request.method == "POST":
+            if not self.has_change_permission(request, profile):
+                raise PermissionDenied
+            check = _checked(profile)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Test connection: {profile.name}",
@@ -93,3 +100,16 @@ class EndpointProfileAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/endpoints/endpointprofile/test_connection.html", context)
+
+
+def _checked(profile: EndpointProfile):
+    """Runs the connection check and keeps the window it probed."""
+    window.forget_probe(profile)
+    local = is_local(model_of(profile))
+    # A local model is not the server's to answer for: the workers run it.
+    check = check_connection(profile, embedding_model="" if local else model_of(profile))
+    if local and not check.refused:
+        check.embedding_error = embedding_status(profile, now=timezone.now())
+    if check.window is not None:
+        window.store_probe(profile, check.window)
+    return check

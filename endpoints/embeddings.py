@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
@@ -22,11 +23,14 @@ import httpx
 import numpy as np
 import openai
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from . import localembed
 from .client import client_for, endpoint_for
-from .errors import POOLING_ADVICE, describe, is_temporary
+from .errors import POOLING_ADVICE, describe, is_temporary, upstream_detail
 from .models import EndpointProfile
+
+log = logging.getLogger(__name__)
 
 #: Passages per request: large enough to amortise the round trip, small
 #: enough to stay under common request-size limits.
@@ -93,7 +97,10 @@ def embed(
         yield from _embed_locally(model, texts, on_batch)
         return
     # No stream: the whole batch is the first byte, so it gets the total timeout.
-    client = client_for(profile, timeout=profile.timeout_seconds)
+    try:
+        client = client_for(profile, timeout=profile.timeout_seconds)
+    except ValidationError as exc:  # the allowlist no longer allows the profile's address
+        raise EmbeddingFailed(describe(exc, profile, model=model)) from exc
     dimensions = None
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
@@ -203,8 +210,10 @@ def _where(profile: EndpointProfile) -> str:
 
 
 def _translate(exc: openai.OpenAIError, profile: EndpointProfile) -> Exception:
-    """Temporary failures are retried with backoff; the rest fail the job now."""
+    """Temporary failures are retried with backoff; the rest fail the job now.
+    The message is the reader's; what the server said goes to the log."""
     message = describe(exc, profile, model=model_of(profile))
+    log.warning("Embedding with %s failed: %s Server: %s", profile.name, message, upstream_detail(exc))
     if isinstance(exc, openai.BadRequestError) and "pooling" in str(exc).lower():
         # llama-server refuses /v1/embeddings when pooling is off ("Pooling
         # type 'none' is not OAI compatible"), instead of sending token vectors.
@@ -231,10 +240,11 @@ def for_retrieval(profile: EndpointProfile | None) -> dict:
             return _vectors(response, profile)[0], ""
         except (EmbeddingFailed, EmbeddingUnavailable) as exc:
             return None, str(exc)
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+        except (openai.OpenAIError, httpx.HTTPError, ValidationError) as exc:
             return None, describe(exc, profile, model=model)
-        except Exception as exc:  # the allowlist, a malformed reply: never the turn
-            return None, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a malformed reply: never the turn, and its text only in the log
+            log.warning("The query embedding from %s failed: %s", profile.name, upstream_detail(exc))
+            return None, f"the embedding model “{model}” sent a reply that could not be used ({type(exc).__name__})"
 
     return {"embedding_model": model, "embed_query": embed_query}
 

@@ -10,21 +10,28 @@ import re
 
 import httpx
 import openai
+from django.core.exceptions import ValidationError
 
-from . import netguard
+from . import netguard, replycap
 from .models import EndpointProfile
 
 
 class ModelFailure(Exception):
-    """The endpoint did not produce a narration; the message is for the reader."""
+    """The endpoint did not produce a narration; the message is for the reader
+    and says what kind of failure it was. `detail` is what the server itself
+    said (upstream_detail), for staff and the logs only."""
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
 
 
 class ContextOverflowAtServer(ModelFailure):
     """The server refused the prompt as longer than its context window;
     `window` is the size it named, when it named one."""
 
-    def __init__(self, message: str, *, window: int | None):
-        super().__init__(message)
+    def __init__(self, message: str, *, window: int | None, detail: str = ""):
+        super().__init__(message, detail=detail)
         self.window = window
 
 
@@ -59,12 +66,25 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     where = f"the model endpoint “{profile.name}”"
     kind = "embedding model" if model else "model"
     model = model or profile.chat_model
+    if isinstance(exc, ValidationError):
+        # The allowlist narrowed since the profile was saved; the host it names is for staff.
+        return (
+            f"The address of {where} is not on this server's endpoint allowlist, so Loremaster did not connect. "
+            "An operator can change the profile's address or extend LOREMASTER_ENDPOINT_ALLOWLIST."
+        )
     if netguard.refusal_in(exc) is not None:
         # The address is in the operators' log (netguard), not here.
         return (
             f"The host name of {where} resolved to an address this server's endpoint allowlist does not allow, "
             "so Loremaster did not connect. An operator can list that address or range in "
             "LOREMASTER_ENDPOINT_ALLOWLIST."
+        )
+    too_large = replycap.too_large_in(exc)
+    if too_large is not None:
+        return (
+            f"Loremaster stopped reading {where}: {too_large}"
+            f"{'' if too_large.compressed else ', far more than any answer needs'}. "
+            "Check the model server; an operator can raise LOREMASTER_MODEL_REPLY_MAX_BYTES if such replies are meant."
         )
     if isinstance(exc, openai.APITimeoutError):
         return (
@@ -82,7 +102,10 @@ def describe(exc: Exception, profile: EndpointProfile, *, model: str | None = No
     if isinstance(exc, openai.RateLimitError):
         return f"{where} is rate limiting requests (429). Wait a moment, then press Retry."
     if isinstance(exc, openai.BadRequestError):
-        return f"{where} rejected the request (400): {_message(exc)}"
+        return (
+            f"{where} rejected the request (400). Check the model server's log or the profile's settings; "
+            "staff can see the server's own message."
+        )
     if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
         return (
             f"{where} answered with a redirect ({exc.status_code}), which Loremaster never follows: a redirect "
@@ -108,21 +131,37 @@ POOLING_ADVICE = (
 
 def is_temporary(exc: Exception) -> bool:
     """Whether retrying later may succeed: unreachable, a timeout, 429, 5xx."""
+    if replycap.too_large_in(exc) is not None:
+        return False  # the same server sends the same flood again
     if isinstance(exc, (openai.APIConnectionError, openai.RateLimitError, httpx.HTTPError)):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
-#: The most of a server's own error text a reader is shown: enough for
-#: "maximum context length is 2048 tokens", not a stack trace.
-UPSTREAM_TEXT = 160
+#: The most of a server's own error text kept for staff: enough for a stack
+#: trace's first lines, not a flood.
+UPSTREAM_DETAIL = 1000
 
 
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else body
-    text = " ".join(str(error.get("message") or exc.message).split())
-    return text if len(text) <= UPSTREAM_TEXT else text[: UPSTREAM_TEXT - 1] + "…"
+def upstream_detail(exc: BaseException) -> str:
+    """What the server (or the connection) said of a failure, for staff and
+    the logs: an HTTP status with the server's message, else the error and
+    its cause. Never shown to readers: it may name internal addresses or
+    echo a key."""
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        text = f"HTTP {exc.status_code}: {error.get('message') or exc.message}"
+    else:
+        cause = exc.__cause__ or exc.__context__
+        text = f"{type(exc).__name__}: {exc}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
+    text = " ".join(text.split())
+    return text if len(text) <= UPSTREAM_DETAIL else text[: UPSTREAM_DETAIL - 1] + "…"
+
+
+def failure_from(exc: Exception, profile: EndpointProfile) -> ModelFailure:
+    """The failure for the reader, with what the server said kept for staff."""
+    return ModelFailure(describe(exc, profile), detail=upstream_detail(exc))
 
 
 def error_text(exc: openai.OpenAIError) -> str:
@@ -144,5 +183,5 @@ def overflow_from(exc: openai.OpenAIError, profile: EndpointProfile) -> ContextO
         f"The prompt was too long for “{profile.name}”: with its reply it did not fit {size}. "
         "Loremaster now keeps prompts shorter for this endpoint, so press Retry. To fit the model for good, "
         "an admin can lower the endpoint profile's context token budget.",
-        window=window,
+        window=window, detail=upstream_detail(exc),
     )

@@ -27,7 +27,9 @@ import httpx
 import httpx2
 import openai
 
-from . import allowlist
+from django.conf import settings
+
+from . import allowlist, replycap
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +126,14 @@ class _ProbeTransport(httpx.HTTPTransport):
             network_backend=GuardedBackend(httpcore.SyncBackend(), _Refused, httpcore.ConnectError),
         )
 
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """The reply, its body bounded by the probes' cap (replycap)."""
+        replycap.ask_uncompressed(request)
+        return replycap.capped(
+            super().handle_request(request), path=request.url.path,
+            limit=settings.LOREMASTER_PROBE_MAX_BYTES, too_large=replycap.ProbeReplyTooLarge,
+        )
+
 
 class _OpenAITransport(httpx2.HTTPTransport):
     def __init__(self, *, limits: httpx2.Limits, ssl_context=None):
@@ -135,6 +145,14 @@ class _OpenAITransport(httpx2.HTTPTransport):
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=GuardedBackend(httpcore2.SyncBackend(), _Refused2, httpcore2.ConnectError),
+        )
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """The reply, its body bounded by the model replies' cap (replycap)."""
+        replycap.ask_uncompressed(request)
+        return replycap.capped(
+            super().handle_request(request), path=request.url.path,
+            limit=settings.LOREMASTER_MODEL_REPLY_MAX_BYTES, too_large=replycap.ModelReplyTooLarge,
         )
 
 

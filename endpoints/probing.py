@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 import httpx
 import openai
+from django.core.exceptions import ValidationError
 
 from .client import client_for, http_json, server_root
-from .errors import POOLING_ADVICE, describe, error_text, overflow_in
+from .errors import POOLING_ADVICE, describe, error_text, overflow_in, upstream_detail
 from .models import EndpointProfile
+from .replycap import ReplyTooLarge
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,10 @@ def probe_window(profile: EndpointProfile) -> ServerWindow:
             found = probe(profile)
             if found is not None:
                 return found
+    except ReplyTooLarge as exc:
+        return ServerWindow(None, "reply too large", f"{exc} (not verified)")
+    except ValidationError:
+        return ServerWindow(None, "refused", "the endpoint allowlist does not allow the profile's address (not verified)")
     except (httpx.HTTPError, ValueError) as exc:
         return ServerWindow(None, "unreachable", f"the probe could not reach the server ({type(exc).__name__})")
     return ServerWindow(None, "unknown", "the server does not say what it accepts (not verified)")
@@ -163,7 +169,7 @@ def count_on_server(profile: EndpointProfile, text: str) -> int | None:
         tokens = http_json(profile, "POST", f"{root}/tokenize", {"content": text})
         if isinstance(tokens, dict) and isinstance(tokens.get("tokens"), list):
             return len(tokens["tokens"])
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, ValueError, ValidationError):
         return None
     return None
 
@@ -180,17 +186,23 @@ class ConnectionCheck:
     window: ServerWindow | None = None
     embedding_width: int | None = None
     embedding_error: str = ""
+    #: Why the allowlist refused the profile's address (for staff: it names the host).
+    refused: str = ""
 
 
 def check_connection(profile: EndpointProfile, *, embedding_model: str | None = None) -> ConnectionCheck:
     """`embedding_model` is the one to try (the profile's when None; "" to
     try none)."""
     check = ConnectionCheck()
-    client = client_for(profile, timeout=10.0)
+    try:
+        client = client_for(profile, timeout=10.0)
+    except ValidationError as exc:
+        check.refused = " ".join(exc.messages)
+        return check
     try:
         check.models = sorted(m.id for m in client.models.list())
     except (openai.OpenAIError, httpx.HTTPError) as exc:
-        check.models_error = describe(exc, profile)
+        check.models_error = f"{describe(exc, profile)} The server said: {upstream_detail(exc)}"
         return check
     check.window = probe_window(profile)
     model = (profile.embedding_model if embedding_model is None else embedding_model).strip()
@@ -201,7 +213,7 @@ def check_connection(profile: EndpointProfile, *, embedding_model: str | None = 
         response = client.embeddings.create(model=model, input=["The lighthouse keeper lights the lamp."])
         vector = response.data[0].embedding
     except (openai.OpenAIError, httpx.HTTPError) as exc:
-        check.embedding_error = describe(exc, profile, model=model)
+        check.embedding_error = f"{describe(exc, profile, model=model)} The server said: {upstream_detail(exc)}"
         if "pooling" in str(exc).lower():
             check.embedding_error += f" {POOLING_ADVICE}"
         return check

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import httpx
 import openai
+from django.core.exceptions import ValidationError
 
 from contextbuild.layout import COMPLETION_STOP
 
 from .client import client_for
-from .errors import ModelFailure, describe, error_text, overflow_from
+from .errors import ModelFailure, describe, error_text, failure_from, overflow_from, upstream_detail
 from .models import EndpointProfile
+from .replycap import too_large_in
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,10 @@ def stream_reply(
     error status, a dropped connection, a refusal, or a stream that stopped
     without saying it had finished (a cut-off reply must not pass as whole).
     """
-    client = client_for(profile)
+    try:
+        client = client_for(profile)
+    except ValidationError as exc:  # the allowlist no longer allows the profile's address
+        raise failure_from(exc, profile) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
     request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
     if completions:
@@ -105,7 +110,7 @@ def stream_reply(
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
         raise _dropped(exc, client, profile, request, started=started, wrote=wrote) from exc
     except openai.OpenAIError as exc:
-        raise overflow_from(exc, profile) or ModelFailure(describe(exc, profile)) from exc
+        raise overflow_from(exc, profile) or failure_from(exc, profile) from exc
     _check_ending(finish_reason, client, profile, request, wrote=wrote)
 
 
@@ -118,6 +123,9 @@ def _read_usage(chunk, meter: Meter | None) -> None:
 
 def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool):
     """The failure for a connection that broke, worded by how far the reply got."""
+    detail = upstream_detail(exc)
+    if too_large_in(exc) is not None:
+        return ModelFailure(describe(exc, profile) + (" The text so far is kept." if wrote else ""), detail=detail)
     timed_out = isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException))
     if not wrote and not timed_out:
         # Some servers (llama-cpp-python) accept a stream and drop it when
@@ -126,13 +134,14 @@ def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *,
     if started and timed_out:
         return ModelFailure(
             f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
-            "the reply. The text so far is kept; press Retry for a new narration."
+            "the reply. The text so far is kept; press Retry for a new narration.",
+            detail=detail,
         )
     if wrote:
-        return ModelFailure(_cut_off(profile))
+        return ModelFailure(_cut_off(profile), detail=detail)
     if started:
-        return ModelFailure(_ended_early(profile))
-    return ModelFailure(describe(exc, profile))
+        return ModelFailure(_ended_early(profile), detail=detail)
+    return failure_from(exc, profile)
 
 
 def _check_ending(finish_reason: str | None, client, profile: EndpointProfile, request: dict, *, wrote: bool) -> None:

@@ -6,11 +6,16 @@ and the reader is the "you" it talks to. So a card maps onto a campaign as:
 - its name → the title;
 - the chosen greeting (first message, or an alternate one) → the opening
   scene, which `story_open` makes the story's first narration;
-- "You play {name}.", its description, personality and example dialogue →
-  the AI instructions, the campaign text the system prompt carries for the
-  narrator (contextbuild.builder, section `ai_instructions`); the persona
-  fields are the reader's own character, which a card does not describe;
+- "You play {name}.", then its description, personality and example
+  dialogue → the AI instructions, the campaign text the system prompt
+  carries for the narrator (contextbuild.builder, section
+  `ai_instructions`); the persona fields are the reader's own character,
+  which a card does not describe;
 - its scenario → the plot essentials;
+- the card's words are someone else's, so the description and the scenario
+  are framed as imported text, as library passages are (`rules.frame_imported`:
+  a line saying what they are, `<imported>` … `</imported>`, and nothing in
+  them that passes for one of the prompt's markers);
 - its book → the campaign's first library source, Canon, even when empty,
   since the source's metadata keeps the card's fields as they arrived.
 
@@ -28,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from contextbuild import rules
 from knowledge import services as knowledge
 from knowledge.lorebooks import Lorebook, LorebookError, read
 from knowledge.lorebooks.cards import fill_macros
@@ -68,7 +74,7 @@ def card_of(*, filename: str, data: bytes) -> Lorebook:
     card (the reader's error names its field), or no format at all."""
     size_check(filename=filename, size=len(data))
     try:
-        book = read(data, name=filename)
+        book = read(data, name=filename, png_text_limit=settings.LOREMASTER_PNG_TEXT_MAX_BYTES)
     except LorebookError as exc:
         if exc.format_name.startswith("Character Card"):
             raise CardRefused(f"{filename}: {exc}. Nothing was stored.") from exc
@@ -97,25 +103,28 @@ def campaign_fields(book: Lorebook, *, greeting: int = 0) -> CardCampaign:
             f"This card has {others} alternate greeting{'s' if others != 1 else ''}, so there is no greeting {greeting}: "
             f"choose 0 (its first message){f' to {others}' if others else ''}."
         )
-    name = card.name.strip() or "Unnamed character"
+    # The name is the card's too: one line, with nothing in it that passes for a marker.
+    name = " ".join(rules.neutralise(card.name).split()) or "Unnamed character"
 
     def filled(text: str) -> str:
         return fill_macros(text.replace("\r\n", "\n").strip(), name=name)
 
     example = card.extras.get("mes_example")
     parts = [
-        f"You play {name}.",
         filled(card.description),
         f"Personality: {filled(card.personality)}" if card.personality.strip() else "",
         # Cards write example dialogue as a chat log (<START> blocks); it shows how the character speaks.
         f"Example dialogue, for {name}'s voice (not events of this story):\n{filled(example)}"
         if isinstance(example, str) and example.strip() else "",
     ]
+    described = "\n\n".join(part for part in parts if part)
+    scenario = filled(card.scenario)
     return CardCampaign(
         title=name[:200],
         opening_text=filled(greetings[greeting]),
-        ai_instructions="\n\n".join(part for part in parts if part),
-        plot_essentials=filled(card.scenario),
+        ai_instructions=f"You play {name}."
+        + (f"\n\n{rules.frame_imported(described, framing=rules.CARD_FRAMING)}" if described else ""),
+        plot_essentials=rules.frame_imported(scenario, framing=rules.CARD_SCENARIO_FRAMING) if scenario else "",
         book=book,
     )
 

@@ -72,6 +72,8 @@ def run(job_id: int, *, final_attempt: bool) -> None:
             else:
                 summaries.merge(job)
     except (ModelFailure, derivedjobs.Unusable) as exc:
+        # The reader's words are stored; what the server said goes to the log.
+        log.warning("Derived job %s failed: %s Server: %s", job.pk, exc, getattr(exc, "detail", "") or "(nothing)")
         derivedjobs.failed(job, str(exc), final=final_attempt)
     except Exception as exc:
         log.exception("Derived job %s failed", job.pk)

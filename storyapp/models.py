@@ -110,6 +110,9 @@ class Action(models.Model):
     token_count = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DONE)
     error = models.TextField(blank=True)
+    # What the model server itself said of a failure (its status and message):
+    # staff only, since it may name internal addresses or echo a key.
+    error_detail = models.TextField(blank=True)
     stop_requested = models.BooleanField(default=False)
     # The narrative state after this action, so moving the head restores state
     # without replaying anything.

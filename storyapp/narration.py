@@ -119,7 +119,7 @@ def claim(action_id: int, *, now: datetime) -> Action | None:
     A conditional UPDATE makes this safe to run twice: a duplicate delivery
     finds the action already streaming (with a live heartbeat) or done.
     """
-    if not Action.objects.filter(stop_requested=False).claim(action_id, now=now, text="", error=""):
+    if not Action.objects.filter(stop_requested=False).claim(action_id, now=now, text="", error="", error_detail=""):
         return None
     return Action.objects.select_related("campaign", "parent").get(pk=action_id)
 
@@ -161,7 +161,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     raw = ""
     last_flush = time.monotonic()
     stopped = False
-    failure = None
+    failure = detail = None
     meter = Meter()
     try:
         for delta in stream_reply(
@@ -178,15 +178,17 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
                 stopped = True
                 break
     except ContextOverflowAtServer as exc:
-        failure = str(exc)
+        failure, detail = str(exc), exc.detail
         window.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
         window.forget_probe(profile)
     except ModelFailure as exc:
-        failure = str(exc)
+        failure, detail = str(exc), exc.detail
         window.forget_probe(profile)
     if failure is None:
         _measure(profile, built, meter)
-    _finish(action, raw, built, stopped=stopped, failure=failure)
+    else:
+        log.warning("Narration of action %s failed: %s Server: %s", action.pk, failure, detail or "(nothing)")
+    _finish(action, raw, built, stopped=stopped, failure=failure, detail=detail)
 
 
 def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
@@ -217,10 +219,11 @@ def _flush(action_id: int, text: str, *, now: datetime) -> bool:
 
 
 @transaction.atomic
-def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | None) -> None:
+def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | None, detail: str | None = None) -> None:
     """Stores the outcome and the snapshot. A stopped narration keeps the
     text the reader saw when they pressed Stop (the row's), not what the
-    model sent after it; a stop also outranks the error a cut stream raises."""
+    model sent after it; a stop also outranks the error a cut stream raises.
+    `detail` is what the server said of a failure, kept for staff."""
     prose, block = stateblock.split(raw)
     stopped = stopped or Action.objects.filter(pk=action.pk, stop_requested=True).exists()
     if stopped:
@@ -250,6 +253,7 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
         token_count=count_tokens(prose),
         status=status,
         error=failure or "",
+        error_detail=(detail or "") if failure else "",
         heartbeat=None,
         **changes,
     )

@@ -380,3 +380,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # everything else by this, a margin over the form data Django accepts.
 REQUEST_MAX_BODY_BYTES = env_int("LOREMASTER_MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE + 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FILES = KNOWLEDGE_MAX_FILES_PER_UPLOAD + 10
+# The most text a PNG card's chunks may inflate to, all chunks together (a decompression bomb stops here).
+LOREMASTER_PNG_TEXT_MAX_BYTES = env_int("LOREMASTER_PNG_TEXT_MAX_BYTES", 8 * 1024 * 1024)
+# The most of a model server's reply to a probe (/props, /v1/models, /api/show ...) that is read; past it, the probe fails.
+LOREMASTER_PROBE_MAX_BYTES = env_int("LOREMASTER_PROBE_MAX_BYTES", 1024 * 1024)
+# The most of a model reply (narration stream, summary, embeddings, model list) that is read; past it, the call fails.
+LOREMASTER_MODEL_REPLY_MAX_BYTES = env_int("LOREMASTER_MODEL_REPLY_MAX_BYTES", 16 * 1024 * 1024)

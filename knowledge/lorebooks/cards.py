@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from knowledge.lorebooks.cardbook import read_book
 from knowledge.lorebooks.entries import CharacterCard, Lorebook, LorebookError
-from knowledge.lorebooks.png import PNG_FORMAT, read_png_text
+from knowledge.lorebooks.png import PNG_FORMAT, PNG_TEXT_LIMIT, read_png_text
 from knowledge.lorebooks.sillytavern import json_type
 
 SPECS = {"chara_card_v2": "V2", "chara_card_v3": "V3"}
@@ -150,13 +150,18 @@ def _card_fields(data: dict) -> tuple[str, dict, dict, list[str]]:
     return version, fields, top_level, notes
 
 
-def parse_card_png(data: bytes, *, name: str) -> Lorebook:
-    """The card inside a PNG: the `ccv3` text chunk if there is one, else
-    `chara`; decoded from base64 and read as JSON by `parse_card_json`.
+def parse_card_png(data: bytes, *, name: str, text_limit: int = PNG_TEXT_LIMIT) -> Lorebook:
+    """The card inside a PNG; its text chunks inflate to at most `text_limit` bytes (png)."""
+    return parse_card_texts(read_png_text(data, text_limit=text_limit), name=name)
+
+
+def parse_card_texts(texts: list[tuple[str, str]], *, name: str) -> Lorebook:
+    """The card in a PNG's text chunks: the `ccv3` chunk if there is one,
+    else `chara`; decoded from base64 and read as JSON by `parse_card_json`.
     A chunk that will not decode falls back to the other one, with a note;
     when none decodes, the first fault is the error."""
     chunks = {}
-    for keyword, text in read_png_text(data):
+    for keyword, text in texts:
         chunks.setdefault(keyword.lower(), (keyword, text))
     candidates = [chunks[key] for key in ("ccv3", "chara") if key in chunks]
     if not candidates:
@@ -182,7 +187,8 @@ def parse_card_png(data: bytes, *, name: str) -> Lorebook:
 
 
 def _decode_card_text(keyword: str, text: str) -> dict:
-    """Base64 → UTF-8 → JSON object (a chunk holding bare JSON is read too)."""
+    """Base64 → UTF-8 → JSON object (a chunk holding bare JSON is read too).
+    Its size is already bounded by the PNG's text limit; its depth is not."""
     stripped = text.strip()
     if stripped.startswith("{"):
         raw = stripped.encode("utf-8")
@@ -204,6 +210,8 @@ def _decode_card_text(keyword: str, text: str) -> dict:
             f"the “{keyword}” chunk does not hold JSON ({error})",
             field=keyword,
         ) from None
+    except RecursionError:
+        raise LorebookError(PNG_FORMAT, f"the “{keyword}” chunk nests too deeply to be a card", field=keyword) from None
     if not isinstance(card, dict):
         raise LorebookError(
             PNG_FORMAT,

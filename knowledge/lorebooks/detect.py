@@ -12,7 +12,7 @@ import json
 
 from . import agnai, aidungeon, cardbook, cards, koboldai, novelai, risu, sillytavern
 from .entries import Lorebook, LorebookError
-from .png import PNG_SIGNATURE, read_png_text
+from .png import PNG_SIGNATURE, PNG_TEXT_LIMIT, read_png_text
 
 KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG) and their books, NovelAI "
          "lorebooks (JSON or PNG), stories and scenarios, AI Dungeon story cards and world info, KoboldAI world "
@@ -20,11 +20,12 @@ KNOWN = ("SillyTavern World Info, character cards (V1, V2, V3, as JSON or PNG) a
 CARD_FIELDS = {"first_mes", "char_name", "char_persona", "char_greeting"}
 
 
-def read(data: bytes, *, name: str) -> Lorebook | None:
+def read(data: bytes, *, name: str, png_text_limit: int = PNG_TEXT_LIMIT) -> Lorebook | None:
     """The file as a Lorebook, None when it is not JSON or a PNG (text), or
-    LorebookError when it is JSON or a PNG of no format Loremaster reads."""
+    LorebookError when it is JSON or a PNG of no format Loremaster reads.
+    A PNG's text chunks inflate to at most `png_text_limit` bytes in all."""
     if data.startswith(PNG_SIGNATURE):
-        return _parse_png(data, name=name)
+        return _parse_png(data, name=name, text_limit=png_text_limit)
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -74,13 +75,14 @@ def _is_card(document: dict) -> bool:
     )
 
 
-def _parse_png(data: bytes, *, name: str) -> Lorebook:
+def _parse_png(data: bytes, *, name: str, text_limit: int) -> Lorebook:
     """A character card (`chara`, `ccv3`), or a NovelAI lorebook image
-    (`naidata`) when the image holds no card."""
-    keywords = {keyword.lower(): text for keyword, text in read_png_text(data)}
+    (`naidata`) when the image holds no card. The chunks are read once."""
+    texts = read_png_text(data, text_limit=text_limit)
+    keywords = {keyword.lower(): text for keyword, text in texts}
     if "naidata" in keywords and not {"chara", "ccv3"} & keywords.keys():
         return novelai.parse_image_text(keywords["naidata"], name=name)
-    return cards.parse_card_png(data, name=name)
+    return cards.parse_card_texts(texts, name=name)
 
 
 def _is_character_book(document: dict) -> bool:

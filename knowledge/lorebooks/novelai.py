@@ -118,7 +118,7 @@ def parse_image_text(text: str, *, name: str) -> Lorebook:
         compact = "".join(stripped.split())
         raw = stripped if stripped.startswith("{") else _b64(compact + "=" * (-len(compact) % 4))
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
+    except (ValueError, UnicodeDecodeError, binascii.Error, RecursionError):
         raise LorebookError(label, "the “naidata” chunk does not hold a lorebook in base64 JSON", field="naidata") from None
     if not isinstance(data, dict) or "entries" not in data:
         raise LorebookError(label, f"the “naidata” chunk holds {kind_of(data)} without “entries”, not a lorebook", field="naidata")

@@ -101,7 +101,7 @@ def read_upload(*, filename: str, data: bytes) -> str | Lorebook:
         raise ImportRefused(f"{name}: the file is {human_size(len(data))}, over the {human_size(limit)} limit.")
     named_lorebook = lowered.endswith(LOREBOOK_SUFFIXES)
     try:
-        book = detect.read(data, name=name)
+        book = detect.read(data, name=name, png_text_limit=settings.LOREMASTER_PNG_TEXT_MAX_BYTES)
     except LorebookError as exc:
         if named_lorebook or not lowered.endswith(ALLOWED_SUFFIXES):
             raise ImportRefused(f"{name}: {exc}. Nothing was imported from it.") from exc

@@ -58,4 +58,6 @@ def test_a_failure_shows_the_reader_neither_the_endpoint_address_nor_a_wall_of_u
     narration.refresh_from_db()
     assert narration.status == Action.Status.FAILED and endpoint.name in narration.error
     assert endpoint.base_url not in narration.error and "127.0.0.1" not in narration.error
-    assert "Internal detail" in narration.error and len(narration.error) < 400 and "\n" not in narration.error
+    assert "Internal detail" not in narration.error and len(narration.error) < 400 and "\n" not in narration.error
+    assert narration.error_detail.startswith("HTTP 400: Internal detail: stack frame stack frame")
+    assert len(narration.error_detail) <= 1000

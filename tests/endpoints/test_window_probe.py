@@ -153,7 +153,7 @@ def test_saving_a_profile_in_the_admin_asks_its_server(admin_client, model, djan
 def test_test_connection_lists_models_window_and_embedding_width(admin_client, model):
     model.n_ctx = 4096
     profile = EndpointProfileFactory(base_url=model.base_url, embedding_model="demo-embed")
-    page = admin_client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
+    page = admin_client.post(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
     assert "<code>demo-narrator</code>" in page
     assert "4096 tokens, from llama.cpp /props" in page
     assert "Working: vectors of" in page
@@ -161,14 +161,14 @@ def test_test_connection_lists_models_window_and_embedding_width(admin_client, m
 
 def test_test_connection_says_plainly_what_failed(admin_client, db):
     profile = EndpointProfileFactory(base_url="http://127.0.0.1:9/v1")
-    page = admin_client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
+    page = admin_client.post(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk])).content.decode()
     assert "Failed." in page and "Could not reach" in page
 
 
 def test_test_connection_is_for_admins_only(client, db):
     profile = EndpointProfileFactory()
     client.force_login(UserFactory(username="carol"))
-    response = client.get(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk]))
+    response = client.post(reverse("admin:endpoints_endpointprofile_test", args=[profile.pk]))
     assert response.status_code == 302 and "/login/" in response["Location"]
 
 

@@ -1,5 +1,8 @@
 """The library page: upload, bad input, per-source settings, live state."""
 
+import html
+import time
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
@@ -9,6 +12,7 @@ from django_htmx.middleware import HtmxDetails
 from knowledge import views
 from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeSource
 from tests.factories import CampaignFactory, KnowledgeSourceFactory
+from tests.knowledge.lorebooks.test_png_bomb import bomb
 
 HX = {"HTTP_HX_REQUEST": "true"}
 LORE = "# Westhaven\n\n## The Harbour\n\nTides run high."
@@ -83,6 +87,19 @@ def test_a_file_that_cannot_be_read_fails_its_job_with_a_clear_message_and_store
     assert source.index_state == "failed" and message in source.error
     assert not KnowledgeChunk.objects.exists() and not source.entries.exists()
     assert message in reader.get(reverse("library", kwargs={"pk": campaign.pk})).content.decode()
+
+
+def test_a_png_bomb_is_refused_quickly_naming_the_limit_and_nothing_is_stored(
+    reader, campaign, django_capture_on_commit_callbacks
+):
+    started = time.monotonic()
+    post_files(reader, campaign, md("bomb.png", bomb()), captured=django_capture_on_commit_callbacks)
+    assert time.monotonic() - started < 3
+    source = KnowledgeSource.objects.get()
+    message = "bomb.png: Character Card PNG, field “chara”: this PNG's text chunks inflate past 8 MB"
+    assert source.index_state == "failed" and message in source.error
+    assert not KnowledgeChunk.objects.exists() and not source.entries.exists()
+    assert message in html.unescape(reader.get(reverse("library", kwargs={"pk": campaign.pk})).content.decode())
 
 
 def test_a_file_over_the_size_limit_is_refused_while_it_streams(reader, campaign, settings):

@@ -140,12 +140,27 @@ def test_a_carriage_return_in_narration_cannot_forge_a_stream_field(client, camp
     assert [e[0] for e in events] == ["chunk", "done"]
 
 
-def test_an_unexpected_error_fails_the_narration_instead_of_leaving_it_busy(campaign, settings, django_capture_on_commit_callbacks):
-    settings.ENDPOINT_ALLOWLIST = ["api.openai.com"]  # the profile's loopback URL no longer passes
+def test_an_unexpected_error_fails_the_narration_instead_of_leaving_it_busy(
+    campaign, monkeypatch, django_capture_on_commit_callbacks
+):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("storyapp.narration.prompting.turn_inputs", broken)
     with django_capture_on_commit_callbacks(execute=True):
         _, action = services.turn_submit(campaign=campaign, text="Knock.", now=timezone.now())
     action.refresh_from_db()
     assert action.status == Action.Status.FAILED and "Retry" in action.error
+
+
+def test_a_profile_the_allowlist_no_longer_passes_fails_the_turn_saying_so(
+    campaign, settings, django_capture_on_commit_callbacks
+):
+    settings.ENDPOINT_ALLOWLIST = ["api.openai.com"]  # the profile's loopback URL no longer passes
+    with django_capture_on_commit_callbacks(execute=True):
+        _, action = services.turn_submit(campaign=campaign, text="Knock.", now=timezone.now())
+    action.refresh_from_db()
+    assert action.status == Action.Status.FAILED and "is not on this server's endpoint allowlist" in action.error
 
 
 def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaign, model, client):

@@ -444,12 +444,10 @@ def test_png_card_in_compressed_text_chunks_is_read():
     assert parse_card_png(png(itxt), name="orla.png").name == "Orla"
 
 
-def test_png_other_text_chunks_are_read_but_not_taken_for_the_card():
+def test_png_other_text_chunks_are_skipped_and_not_taken_for_the_card():
     comment = (b"tEXt", b"Software\0paint")
-    assert read_png_text(png(comment, text_chunk("chara", V1)))[0] == (
-        "Software",
-        "paint",
-    )
+    assert [keyword for keyword, _ in read_png_text(png(comment, text_chunk("chara", V1)))] == ["chara"]
+    assert read_png_text(png(comment), keywords=frozenset({"software"})) == [("Software", "paint")]
     assert (
         parse_card_png(png(comment, text_chunk("chara", V1)), name="vell.png").name
         == "Vell"
