@@ -11,7 +11,8 @@ os.environ["LOREMASTER_WEB_PROCESS"] = "1"
 django_application = get_asgi_application()
 
 from storyapp.limits import BodyLimit
+from storyapp.loginqueue import LoginQueue
 from storyapp.logs import RequestLog
 from storyapp.uploadguard import AnonymousUploadGuard
 
-application = RequestLog(BodyLimit(AnonymousUploadGuard(django_application)))
+application = RequestLog(BodyLimit(AnonymousUploadGuard(LoginQueue(django_application))))
