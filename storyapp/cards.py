@@ -38,7 +38,7 @@ from knowledge import services as knowledge
 from knowledge.lorebooks import Lorebook, LorebookError, read
 from knowledge.lorebooks.cards import fill_macros
 
-from . import services
+from . import campaigns, services
 from .models import Campaign
 
 class CardRefused(Exception):
@@ -139,7 +139,7 @@ def campaign_from_card(*, owner, filename: str, data: bytes, greeting: int = 0) 
     3. Store the card's book in its library (queued for indexing on commit).
     4. Open the story: the greeting becomes the first narration.
     """
-    services.campaign_room(owner)
+    campaigns.campaign_room(owner)
     fields = campaign_fields(card_of(filename=filename, data=data), greeting=greeting)
     campaign = Campaign.objects.create(
         owner=owner,

@@ -8,7 +8,7 @@ from django.db import transaction
 from contextbuild.tokens import count_tokens
 from knowledge import services as knowledge
 
-from .. import derivedjobs, services
+from .. import campaigns, derivedjobs
 from . import BundleError
 from ..models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 from .validate import validate
@@ -24,7 +24,7 @@ def import_bundle(bundle, *, owner) -> Campaign:
     """
     plan = validate(bundle)
     with transaction.atomic():
-        services.campaign_room(owner)
+        campaigns.campaign_room(owner)
         return _write(plan, owner)
 
 

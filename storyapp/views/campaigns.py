@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 import quotas
 
-from .. import cards, services
+from .. import campaigns, cards, services
 from ..access import campaign_for
 from ..bundle import BundleError
 from ..bundle.importer import import_and_queue
@@ -42,7 +42,7 @@ def campaign_import(request: HttpRequest) -> HttpResponse:
         return redirect("campaign_list")
     upload = form.cleaned_data["bundle"]
     try:
-        services.campaign_room(request.user)
+        campaigns.campaign_room(request.user)
     except quotas.OverQuota as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return quotas.over_quota(_campaign_list(request), exc)
@@ -69,7 +69,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
         campaign = form.save(commit=False)
         campaign.owner = request.user
         try:
-            services.campaign_create(campaign=campaign, now=timezone.now())
+            campaigns.campaign_create(campaign=campaign, now=timezone.now())
         except quotas.OverQuota as exc:
             form.add_error(None, str(exc))
             return quotas.over_quota(render(request, "storyapp/campaign_form.html", {"form": form, "campaign": None}), exc)

@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 import quotas
-from storyapp import services
+from storyapp import campaigns
 from storyapp.models import Campaign
 from tests.factories import CampaignFactory
 
@@ -32,7 +32,7 @@ def test_concurrent_creates_stop_at_the_cap(alice, settings):
     def create(number: int) -> None:
         try:
             start.wait(timeout=10)
-            services.campaign_create(campaign=Campaign(owner=alice, title=f"Race {number}"), now=timezone.now())
+            campaigns.campaign_create(campaign=Campaign(owner=alice, title=f"Race {number}"), now=timezone.now())
             outcomes.append("created")
         except quotas.OverQuota:
             outcomes.append("refused")

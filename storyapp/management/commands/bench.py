@@ -275,9 +275,8 @@ class Command(BaseCommand):
         self._turn_overhead(campaign, f"{self.sizes[-1]:,}-passage library")
 
     def _regex_keys(self, count: int) -> None:
-        """Key matching for a campaign at the regex-key limit: its first turn,
-        which compiles what the turn's deadline allows, and a turn once all
-        are compiled, against a 2,800-character scene."""
+        """Key matching at the regex-key limit, against a 2,800-character scene:
+        the first turn (compiling what its deadline allows), then compiled."""
         runs = [regex_key_turns(count, scene=PARAGRAPH * 10) for _ in range(3 if self.quick else 8)]
         note = f"all compiled by turn {max(len(r) for r in runs) - 1}"
         self.figures.append(figure(f"key matching, {count:,} regex keys, first turn", "ms", [r[0] for r in runs], note))
