@@ -38,7 +38,8 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         if obj.pk is None or obj.probed_at is None:
             return "Not asked yet: the server is asked when the profile is saved and before the next turn."
         if obj.probed_window_tokens:
-            return f"{obj.probed_window_tokens:,} tokens, from {obj.probed_window_source} ({obj.probed_window_detail})"
+            kept = f" {obj.probe_note}; the window above stands." if obj.probe_note else ""
+            return f"{obj.probed_window_tokens:,} tokens, from {obj.probed_window_source} ({obj.probed_window_detail}).{kept}"
         return f"Not verified: {obj.probed_window_detail or obj.probed_window_source}"
 
     @admin.display(description="Semantic search")
@@ -63,6 +64,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         probed is forgotten and the server is asked again."""
         obj.probed_at = None
         obj.probed_window_tokens = None
+        obj.probe_note = ""
         obj.token_ratio = None
         super().save_model(request, obj, form, change)
         problem = local_problem(obj, now=timezone.now())

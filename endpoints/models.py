@@ -36,12 +36,17 @@ class EndpointProfile(models.Model):
     learned_window_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="Learned from the server's overflow errors; clear it after changing the model."
     )
-    #: What the server said it accepts (probing.probe_window), kept until
-    #: the profile is saved again or a turn fails against it.
+    #: What the server said it accepts (probing.probe_window), asked again
+    #: when the profile is saved or a turn fails against it; a window the
+    #: server named stands until it names another (window.store_probe).
     probed_window_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
     probed_window_source = models.CharField(max_length=100, blank=True, editable=False)
     probed_window_detail = models.CharField(max_length=300, blank=True, editable=False)
     probed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: Why the last check found no window while an earlier one stands (it
+    #: timed out, the server was unreachable): kept beside the window it did
+    #: not replace, so the admin sees both.
+    probe_note = models.CharField(max_length=300, blank=True, editable=False)
     #: The server's prompt tokens per one of ours, as measured on recent turns.
     token_ratio = models.FloatField(null=True, blank=True, editable=False)
     is_default = models.BooleanField(

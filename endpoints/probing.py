@@ -129,6 +129,8 @@ def _llama_cpp_python(profile):
         if overflowed and window:
             return ServerWindow(window, "llama-cpp-python (its refusal of a longer prompt)", f"n_ctx {window:,}")
         return None
+    except openai.APITimeoutError:
+        raise  # no answer, not an answer that names nothing (probe_window)
     except (openai.OpenAIError, httpx.HTTPError):
         return None
     return ServerWindow(
@@ -143,7 +145,9 @@ PROBES = (_llama_cpp, _koboldcpp, _vllm, _lm_studio, _ollama, _llama_cpp_python)
 
 def probe_window(profile: EndpointProfile) -> ServerWindow:
     """Asks the server what it accepts. Anything it does not say is "not
-    verified", and so is a server that could not be reached."""
+    verified", and so is a server that could not be reached or did not
+    answer in time (told apart, since a busy server's silence says nothing
+    of its window: window.store_probe keeps the one it named before)."""
     try:
         for probe in PROBES:
             found = probe(profile)
@@ -153,6 +157,8 @@ def probe_window(profile: EndpointProfile) -> ServerWindow:
         return ServerWindow(None, "reply too large", f"{exc} (not verified)")
     except ValidationError:
         return ServerWindow(None, "refused", "the endpoint allowlist does not allow the profile's address (not verified)")
+    except (httpx.TimeoutException, openai.APITimeoutError) as exc:
+        return ServerWindow(None, "timed out", f"the server did not answer the probe in time ({type(exc).__name__})")
     except (httpx.HTTPError, ValueError) as exc:
         return ServerWindow(None, "unreachable", f"the probe could not reach the server ({type(exc).__name__})")
     return ServerWindow(None, "unknown", "the server does not say what it accepts (not verified)")

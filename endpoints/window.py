@@ -1,13 +1,16 @@
 """What is known of a server's context window, and how it counts against ours.
 
 Three things are kept on the profile: what the server said when probed
-(cached until the profile is saved again or a turn fails against it), what
-an overflow taught (only ever lowered), and the ratio of the server's prompt
-tokens to ours. The prompt builder reads them as a `records.Window` and a
-ratio; derived work sizes itself by `effective_budget`.
+(asked again when the profile is saved or a turn fails against it, and kept
+through a check that gets no answer), what an overflow taught (only ever
+lowered), and the ratio of the server's prompt tokens to ours. The prompt
+builder reads them as a `records.Window` and a ratio; derived work sizes
+itself by `effective_budget`.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -47,15 +50,27 @@ def probed(profile: EndpointProfile) -> EndpointProfile:
     return profile
 
 
-def store_probe(profile: EndpointProfile, found: ServerWindow) -> None:
-    profile.probed_window_tokens = found.tokens
-    profile.probed_window_source = found.source[:100]
-    profile.probed_window_detail = found.detail[:300]
-    profile.probed_at = timezone.now()
-    EndpointProfile.objects.filter(pk=profile.pk).update(
-        probed_window_tokens=found.tokens, probed_window_source=profile.probed_window_source,
-        probed_window_detail=profile.probed_window_detail, probed_at=profile.probed_at,
-    )
+def store_probe(profile: EndpointProfile, found: ServerWindow, *, now: datetime | None = None) -> None:
+    """Keeps what a probe found. A window the server named stands until the
+    server says otherwise: a check that found none (it timed out on a busy
+    one-slot server, could not connect, or was not answered) leaves it in
+    place with a note, or the next turn would be budgeted at the profile's
+    setting and overflow the window it had. Another named window replaces
+    it; an overflow lowers it (`learn_window`); saving the profile clears it."""
+    now = now or timezone.now()
+    rows = EndpointProfile.objects.filter(pk=profile.pk)
+    if not found.verified:
+        note = f"The last check ({now:%Y-%m-%d %H:%M} UTC) found no window: {found.detail}"[:300]
+        if rows.filter(probed_window_tokens__isnull=False).update(probe_note=note, probed_at=now):
+            profile.probe_note, profile.probed_at = note, now
+            return
+    fields = {
+        "probed_window_tokens": found.tokens, "probed_window_source": found.source[:100],
+        "probed_window_detail": found.detail[:300], "probe_note": "", "probed_at": now,
+    }
+    rows.update(**fields)
+    for name, value in fields.items():
+        setattr(profile, name, value)
 
 
 def forget_probe(profile: EndpointProfile) -> None:
@@ -71,9 +86,9 @@ def window_for(profile: EndpointProfile) -> records.Window | None:
     unverified, so the report says the window was asked for and not given."""
     known = []
     if profile.probed_window_tokens:
+        detail = "; ".join(filter(None, (profile.probed_window_detail, profile.probe_note)))
         known.append(records.Window(
-            verified=True, tokens=profile.probed_window_tokens,
-            source=profile.probed_window_source, detail=profile.probed_window_detail,
+            verified=True, tokens=profile.probed_window_tokens, source=profile.probed_window_source, detail=detail,
         ))
     if profile.learned_window_tokens:
         learned = profile.learned_window_tokens

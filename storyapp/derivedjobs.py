@@ -9,6 +9,8 @@ message was lost. What a job *does* lives in `summaries` and `memories`;
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,7 +22,7 @@ from lifecycle import policy, sending
 
 from .models import DerivedJob, Summary
 
-#: Unfinished or failed jobs the report and the play page mention.
+#: Unfinished or failed jobs of each kind the report mentions.
 NOTICED_JOBS = 5
 
 
@@ -42,14 +44,22 @@ class Notice:
 
 
 def notices(campaign_id: int, lineage_ids) -> list[Notice]:
-    """This lineage's derived work that is not done: failed, waiting or running."""
+    """This lineage's derived work that is not done: failed, waiting or
+    running, the newest of each kind, so failing memories never crowd out
+    the summary the inspector explains a missing one by."""
     rows = (
         DerivedJob.objects.filter(campaign_id=campaign_id)
         .exclude(state=DerivedJob.State.DONE)
         .order_by("-updated")
         .values_list("kind", "state", "attempts", "error", "anchor_id")[:50]
     )
-    return [Notice(*row) for row in rows if row[4] in lineage_ids][:NOTICED_JOBS]
+    per_kind: Counter[str] = Counter()
+    kept = []
+    for notice in (Notice(*row) for row in rows):
+        if notice.anchor in lineage_ids and per_kind[notice.kind] < NOTICED_JOBS:
+            per_kind[notice.kind] += 1
+            kept.append(notice)
+    return kept
 
 
 def job_update(job_id: int, *, only=(), at: datetime | None = None, **fields) -> int:
@@ -77,9 +87,7 @@ def job_for(campaign_id: int, kind: str, *, anchor_id: int, start_id: int | None
         defaults={"campaign_id": campaign_id, "kind": kind, "anchor_id": anchor_id, "starts_after_id": start_id,
                   "level": level},
     )
-    if created:
-        return job
-    if job_update(job.pk, only=[DerivedJob.State.FAILED], state=DerivedJob.State.QUEUED, attempts=0):
+    if created or requeue_failed(job.pk):
         return job
     # Queued or running, and untouched for STALE_AFTER: its message was lost
     # (a broker that refused it) or its worker killed without a redelivery.
@@ -89,6 +97,22 @@ def job_for(campaign_id: int, kind: str, *, anchor_id: int, start_id: int | None
         job_update(job.pk, state=DerivedJob.State.QUEUED)
         return job
     return None
+
+
+def requeue_failed(job_id: int) -> bool:
+    """A job that gave up, queued again with fresh attempts; False for one
+    that is not failed (done, or already queued again)."""
+    return bool(job_update(job_id, only=[DerivedJob.State.FAILED], state=DerivedJob.State.QUEUED, attempts=0))
+
+
+def retry_now(job: DerivedJob) -> bool:
+    """The reader's "Try again now" on a failed summary or memory job: it is
+    queued again and sent to a worker on commit. (The play page's Retry
+    re-narrates the turn; it never touched this work.)"""
+    if not requeue_failed(job.pk):
+        return False
+    _send(job.pk)
+    return True
 
 
 def enqueue(job: DerivedJob | None) -> None:
@@ -137,12 +161,36 @@ def failed(job: DerivedJob, error: str, *, final: bool) -> None:
     """Stores the failure; unless it is final, the job waits for its next
     attempt, dated then, so the sweep does not take the wait for a loss."""
     countdown = policy.retry_in(job.attempts, final=final, max_attempts=DerivedJob.MAX_ATTEMPTS)
+    error = without_retry_advice(error)
     if countdown is None:
         job_update(job.pk, only=[DerivedJob.State.RUNNING], state=DerivedJob.State.FAILED, error=error[:2000])
         return
     if job_update(job.pk, only=[DerivedJob.State.RUNNING], at=timezone.now() + timedelta(seconds=countdown),
             state=DerivedJob.State.QUEUED, error=error[:2000]):
         raise policy.RetryLater(error, countdown)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_RETRY_CLAUSE = re.compile(r"(?:[,;]\s*(?:so\s+|then\s+)?)?\bpress Retry\b.*", re.IGNORECASE | re.DOTALL)
+#: What a narration's failure says of its text, which a job never had.
+_TEXT_KEPT = "The text so far is kept"
+
+
+def without_retry_advice(message: str) -> str:
+    """A model failure's message, worded for a narration (endpoints.errors,
+    endpoints.streaming), without its advice to press Retry: Retry
+    re-narrates the turn and never re-runs a summary or memory job, so on
+    a job's notice the advice sent readers to the wrong button. The clause
+    before the advice stays ("Check that the server is running.")."""
+    kept = []
+    for sentence in _SENTENCE_END.split(message.strip()):
+        head = _RETRY_CLAUSE.sub("", sentence).strip()
+        if head == sentence.strip():
+            if not sentence.startswith(_TEXT_KEPT):
+                kept.append(sentence)
+        elif head and not head.startswith(_TEXT_KEPT):
+            kept.append(head.rstrip(",;.") + ".")
+    return " ".join(kept)
 
 
 def done(job: DerivedJob, note: str = "") -> None:

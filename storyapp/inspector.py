@@ -12,6 +12,8 @@ from contextbuild.narrative import NarrativeState
 from contextbuild.rules import PROMPT_ENTITIES, PROMPT_THREADS
 from contextbuild.rules import HIDDEN_MARKER
 
+from . import reportlines
+
 #: Colour groups for the budget picture, by section label.
 GROUPS = {
     "narrator": "rules",
@@ -88,7 +90,9 @@ def _dicts(value) -> list[dict]:
 
 
 #: Token figures that are ratios, not counts.
-RATIOS = {"ratio", "ratio_budgeted", "ratio_on_profile"}
+RATIOS = {"ratio", "ratio_budgeted", "ratio_on_profile", "ratio_learned"}
+#: Counts that are absent, not zero, when a report lacks them.
+OPTIONAL_COUNTS = {"server_prompt_tokens", "server_compared_to"}
 #: The role names the inspector shows for each message.
 SPEAKERS = {"system": "System", "user": "Reader", "assistant": "Narrator", "prompt": "Prompt (one text)"}
 
@@ -98,7 +102,7 @@ def _number(key: str, value):
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if key == "server_count_source":
         return str(value or "")
-    if key == "server_prompt_tokens" and value is None:
+    if key in OPTIONAL_COUNTS and value is None:
         return None
     return _int(value)
 
@@ -272,20 +276,26 @@ def readable(report) -> dict:
             record["passage_number"] = _int(record.get("passage")) or _int(record.get("chunk_index")) + 1
     generated, rejected, considered = (_int(knowledge.get(k)) for k in ("generated", "rejected", "considered"))
     admitted = max(0, generated - rejected)
+    history, summary, derived = _dict(report.get("history")), _summary(report.get("summary")), _derived(report.get("derived"))
     return {
         **report,
         "tokens": tokens,
+        "this_turn": reportlines.this_turn(tokens),
+        "summary_line": reportlines.summary_line(
+            summary, total=_int(history.get("total")), included=_int(history.get("included")),
+            jobs=[job for job in derived if job["kind"] == DERIVED_KINDS["summary"]],
+        ),
         "settings": _dict(report.get("settings")),
         "window": _dict(report.get("window")),
-        "history": _dict(report.get("history")),
-        "summary": _summary(report.get("summary")),
+        "history": history,
+        "summary": summary,
         "state_events": _state_events(report.get("state_events")),
         "memories": {"used": _memories(report.get("memories"))},
         # Reports from before long memory have neither key: say nothing
         # rather than "no summary".
         "long_memory": "summary" in report or "memories" in report,
         "state": _state(report.get("state")),
-        "derived": _derived(report.get("derived")),
+        "derived": derived,
         "sections": sections,
         "knowledge": {
             **knowledge, **parts,

@@ -208,7 +208,11 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
         return
     tokens["server_prompt_tokens"] = servers
     tokens["server_count_source"] = source
+    # The count the server's was measured against, so the inspector shows
+    # the two numbers its ratio is of (a tokenizer counts the bare text).
+    tokens["server_compared_to"] = ours
     tokens["ratio"] = window.record_token_ratio(profile, ours=ours, servers=servers)
+    tokens["ratio_learned"] = profile.token_ratio
 
 
 def _flush(action_id: int, text: str, *, now: datetime) -> bool:

@@ -20,7 +20,7 @@ from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
 
-from . import derivedjobs, lineage, recall
+from . import derivedjobs, lineage, modelprose, recall
 from .summaries import summary_chain
 from .models import Action, Campaign, ContextSnapshot, DerivedJob
 
@@ -96,11 +96,7 @@ def turn_inputs(
     window = lineage.window_covering(
         campaign.pk, position.pk if position else None, settings.context_token_budget
     )
-    history = tuple(
-        records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count)
-        for a in window
-        if a.in_story
-    )
+    history = tuple(modelprose.history_record(a) for a in window if a.in_story)
     last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and a.in_story), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
     state = campaign.state_at(position)
@@ -156,7 +152,7 @@ def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, pl
     undone branch never reaches the query) and the persona's name."""
     tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS)
     # Bounded to the query's token budget as a whole by knowledge.query.
-    texts = [a.text for a in tail if a.in_story]
+    texts = [modelprose.text_for_model(a) for a in tail if a.in_story]
     return QueryInputs.build(
         state=state,
         recent=texts,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from contextbuild import records
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
@@ -19,7 +18,7 @@ from endpoints import window
 from endpoints.client import endpoint_for
 from endpoints.streaming import stream_reply
 
-from . import derivedjobs, lineage, memories
+from . import derivedjobs, lineage, memories, modelprose
 from .models import Action, Campaign, ContextSnapshot, DerivedJob, Memory, Summary
 
 #: The longest summary reply asked for (a summary of 150-220 words fits),
@@ -136,7 +135,7 @@ def summarize(job: DerivedJob) -> None:
         return
     protagonist = job.campaign.persona_name
     request = summary_rules.summary_request(
-        [records.HistoryAction(id=a.pk, kind=a.kind, text=a.text, tokens=a.token_count) for a in stretch],
+        [modelprose.history_record(a) for a in stretch],
         protagonist=protagonist, capacity=_capacity(profile), count=count_tokens,
     )
     reply = summary_rules.parse_reply(_ask(profile, request.messages))

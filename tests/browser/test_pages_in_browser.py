@@ -1,6 +1,6 @@
 """The library, the inspector and every page at phone width, in Chromium:
 lore stored with the options shown beside it, the inspector's table inside
-its card, no horizontal overflow at 390 px, and no serious or critical
+its card with each header on one line, no horizontal overflow at 390 px, and no serious or critical
 axe-core findings."""
 
 import re
@@ -117,6 +117,13 @@ def test_the_inspector_fits_its_card_lists_rejections_and_closes_on_escape(page,
         assert fits, "the passage table is wider than its card"
         if page.viewport_size["width"] > 640:
             expect(table.locator("thead th").last).to_be_in_viewport()
+            broken = table.evaluate("""t => [...t.querySelectorAll('thead th')].filter(th => {
+                const words = document.createRange();
+                words.selectNodeContents(th);
+                const line = parseFloat(getComputedStyle(th).lineHeight);
+                return words.getBoundingClientRect().height > 1.5 * line || th.scrollWidth > th.clientWidth + 1;
+            }).map(th => th.textContent)""")
+            assert not broken, f"column headers broken over two lines or cut off: {broken}"
     expect(inspector.locator("summary").filter(has_text="Plot essentials")).to_have_count(1)
     assert "state_rule</summary>" not in inspector.inner_html()
     for hidden in inspector.locator("details.spoiler pre").all():

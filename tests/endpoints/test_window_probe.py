@@ -6,13 +6,16 @@ routes that kind really has, with the shapes its documentation gives.
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.urls import reverse
 
-from endpoints import probing
+from contextbuild import build_context
+from endpoints import probing, window
 from endpoints.models import EndpointProfile
+from storyapp import prompting
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
 
 
@@ -224,3 +227,58 @@ def test_a_story_longer_than_the_window_keeps_its_history_anchor_between_turns(c
     for before, after in zip(reports, reports[1:]):
         if after["history"]["anchor_kept"]:
             assert after["history"]["anchor"] == before["history"]["anchor"]
+
+
+# ------------------------------------------- a verified window kept through checks that get no answer
+
+
+def busy(body):
+    """A one-slot server busy with another reply: it answers after the probe gave up."""
+    time.sleep(1.5)
+    return overflow(body)
+
+
+def llama_cpp_python_at(server, completions):
+    server.routes = {("POST", "/extras/tokenize/count"): (200, {"count": 64}), ("POST", "/v1/completions"): (400, completions)}
+    return profile_at(server, context_token_budget=8192, first_byte_timeout_seconds=1, max_output_tokens=300)
+
+
+def test_a_probe_that_times_out_keeps_the_verified_window_and_the_next_prompt_fits_it(admin_client, server):
+    profile = llama_cpp_python_at(server, overflow)
+    window.probed(profile)
+    assert profile.probed_window_tokens == 2048
+    window.forget_probe(profile)  # as a failed turn does
+    server.routes[("POST", "/v1/completions")] = (400, busy)
+    window.probed(profile)
+    profile.refresh_from_db()
+    assert profile.probed_window_tokens == 2048 and profile.probed_at is not None
+    assert "did not answer the probe in time (APITimeoutError)" in profile.probe_note
+    page = admin_client.get(reverse("admin:endpoints_endpointprofile_change", args=[profile.pk])).content.decode()
+    assert "2,048 tokens, from llama-cpp-python" in page and "did not answer the probe in time" in page
+    assert "the window above stands" in page
+    campaign = CampaignFactory(owner=UserFactory(username="alice"), endpoint=profile)
+    report = build_context(prompting.turn_inputs(campaign, profile, position=None, with_knowledge=False)).report
+    tokens = report["tokens"]
+    assert tokens["budget"] == 2048 and report["window"]["verified"] and "did not answer" in report["window"]["detail"]
+    assert tokens["total"] * tokens["ratio_budgeted"] + tokens["output_reserve"] <= 2048
+
+
+def test_an_unreachable_server_keeps_the_verified_window(db):
+    profile = EndpointProfileFactory(base_url="http://127.0.0.1:9/v1", context_token_budget=8192)
+    window.store_probe(profile, probing.ServerWindow(4096, "llama.cpp /props", "n_ctx 4,096 per slot"))
+    window.store_probe(profile, probing.probe_window(profile))
+    profile.refresh_from_db()
+    assert profile.probed_window_tokens == 4096 and "could not reach the server" in profile.probe_note
+    assert window.effective_budget(profile) == 4096
+
+
+def test_a_server_that_names_another_window_replaces_the_kept_one(db, server):
+    profile = profile_at(server, context_token_budget=8192)
+    window.store_probe(profile, probing.ServerWindow(None, "timed out", "no answer"))
+    window.store_probe(profile, probing.ServerWindow(2048, "llama.cpp /props", "n_ctx 2,048 per slot"))
+    window.store_probe(profile, probing.ServerWindow(None, "timed out", "no answer"))
+    server.routes = {("GET", "/props"): (200, {"default_generation_settings": {"n_ctx": 4096}})}
+    window.store_probe(profile, probing.probe_window(profile))
+    profile.refresh_from_db()
+    assert profile.probed_window_tokens == 4096 and profile.probe_note == ""
+    assert window.effective_budget(profile) == 4096

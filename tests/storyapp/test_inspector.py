@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from storyapp import inspector, services
-from storyapp.models import ContextSnapshot
+from storyapp import derivedjobs, inspector, services
+from storyapp.models import ContextSnapshot, DerivedJob
 from tests.factories import CampaignFactory, story
 
 ORDER = [
@@ -154,7 +154,7 @@ def test_the_inspector_shows_each_message_as_sent_with_its_speaker(client, campa
     assert speakers[:3] == ["system", "user", "assistant"] and speakers[-1] == "user"
     assert page.count("<pre tabindex=\"0\" aria-label=\"Message ") == len(speakers)
     assert "1. System" in page and "2. Reader" in page and "3. Narrator" in page
-    assert "{&#x27;role&#x27;" not in page and '<ul class="messages">' not in page  # not the flash-message list
+    assert "{'role'" not in page and '<ul class="messages">' not in page  # not the flash-message list
 
 
 def test_consecutive_turns_keep_the_same_prefix(campaign, turn):
@@ -273,3 +273,94 @@ def test_the_state_sent_lists_only_the_entities_the_prompt_showed(client, campai
     page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
     assert "Kept in the state but not sent" in page and "Person 0, Person 1." in page
     assert f"<strong>Person {PROMPT_ENTITIES + 1}</strong>" in page and "<strong>Person 0</strong>" not in page
+
+
+# ------------------------------------------------- lines that say which case they are
+
+
+def _failed(error="“Local” failed with an error (500).", state="failed", attempts=3):
+    return {"kind": "summary", "state": state, "attempts": attempts, "error": error, "anchor": 41}
+
+
+TWO_PARTS = {"text": "One.\n\nTwo.", "covers_through": 41, "covers_actions": 12,
+             "parts": [{"level": 1, "through_depth": 7}, {"level": 0, "through_depth": 11}]}
+
+
+@pytest.mark.parametrize(("summary", "history", "derived", "line"), [
+    (None, {"included": 5, "total": 5}, [], "none needed: the whole story fit the window (5 of 5 actions sent)."),
+    (None, {"included": 2, "total": 29}, [_failed()],
+     "none: 27 of 29 actions did not fit the window; their summary failed after 3 attempts: "
+     "“Local” failed with an error (500)."),
+    (None, {"included": 2, "total": 29}, [_failed(state="queued", attempts=1)],
+     "none: 27 of 29 actions did not fit the window; their summary was waiting for a worker when this prompt "
+     "was built (its last attempt failed: “Local” failed with an error (500))."),
+    (None, {"included": 2, "total": 29}, [_failed(state="running", error="")],
+     "none: 27 of 29 actions did not fit the window; their summary was being written when this prompt was built."),
+    (None, {"included": 2, "total": 29}, [{"kind": "memories", "state": "failed", "attempts": 3, "error": "x"}],
+     "none: 27 of 29 actions did not fit the window; no summary of them was written yet (one is asked for once "
+     "enough of the story has fallen out of the window)."),
+    (TWO_PARTS, {"included": 3, "total": 15}, [], "covers 12 actions, through action #41, in 2 parts."),
+    (TWO_PARTS, {"included": 2, "total": 29}, [_failed(error="The model returned an empty summary", attempts=1)],
+     "covers 12 actions, through action #41, in 2 parts; 15 dropped actions after it are not in it; "
+     "their summary failed after 1 attempt: The model returned an empty summary."),
+])
+def test_the_summary_line_says_which_case_it_is(summary, history, derived, line):
+    assert inspector.readable({"summary": summary, "history": history, "derived": derived})["summary_line"] == line
+
+
+def test_the_inspector_page_shows_why_there_is_no_summary(client, campaign, turn):
+    narration = turn("I walk to the quay.")
+    ContextSnapshot.objects.filter(action=narration).update(report={
+        **narration.snapshot.report, "summary": None, "history": {"included": 2, "total": 29},
+        "derived": [_failed()],
+    })
+    client.force_login(campaign.owner)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert ("none: 27 of 29 actions did not fit the window; their summary failed after 3 attempts: "
+            "“Local” failed with an error (500).") in page
+    assert "or no summary was written yet" not in page
+
+
+@pytest.mark.parametrize(("counted", "shown"), [
+    ({"server_count_source": "usage", "server_compared_to": 888},
+     ["921 as the server counted them (its reply's usage)",
+      "This turn's ratio: 1.037 server tokens per one of ours (921 / 888)."]),
+    ({"server_count_source": "tokenizer", "server_compared_to": 856},
+     ["the server's tokenizer counted the prompt's text alone as 921, which we count as 856",
+      "This turn's ratio: 1.076 server tokens per one of ours (921 / 856)."]),
+])
+def test_the_ratio_shown_is_of_the_two_counts_beside_it_and_the_learned_one_is_labelled(
+    client, campaign, turn, counted, shown
+):
+    narration = turn("I walk to the quay.")
+    tokens = {**narration.snapshot.report["tokens"], "total": 888, "server_prompt_tokens": 921,
+              "ratio": round(921 / counted["server_compared_to"], 4), "ratio_on_profile": 1.06,
+              "ratio_learned": 1.0521, "ratio_budgeted": 1.09, **counted}
+    ContextSnapshot.objects.filter(action=narration).update(report={**narration.snapshot.report, "tokens": tokens})
+    client.force_login(campaign.owner)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    for line in shown:
+        assert line in page
+    assert ("Learned ratio for this endpoint: 1.060 before this turn, 1.052 after it; this prompt was budgeted "
+            "at 1.090 (the learned ratio, at least 1, plus a safety margin).") in page
+    assert "(ratio " not in page
+
+
+def test_a_turns_report_keeps_the_counts_its_ratio_is_of(campaign, turn):
+    tokens = turn("I walk to the quay.").snapshot.report["tokens"]
+    assert tokens["server_count_source"] == "usage" and tokens["server_compared_to"] == tokens["total"]
+    assert tokens["ratio"] == round(tokens["server_prompt_tokens"] / tokens["total"], 4)
+    campaign.endpoint.refresh_from_db()
+    assert tokens["ratio_learned"] == campaign.endpoint.token_ratio
+
+
+def test_failing_memories_do_not_crowd_the_summary_out_of_the_report(campaign):
+    actions = story(campaign, *[f"Turn {n}." for n in range(8)])
+    summary = DerivedJob.objects.create(campaign=campaign, kind=DerivedJob.Kind.SUMMARY, anchor=actions[1],
+                                        key="summary:test", state=DerivedJob.State.FAILED, error="down")
+    for n, action in enumerate(actions[2:]):
+        DerivedJob.objects.create(campaign=campaign, kind=DerivedJob.Kind.MEMORIES, anchor=action,
+                                  key=f"memories:test:{n}", state=DerivedJob.State.FAILED, error="down")
+    found = derivedjobs.notices(campaign.pk, {a.pk for a in actions})
+    assert summary.anchor_id in [n.anchor for n in found if n.kind == "summary"]
+    assert sum(1 for n in found if n.kind == "memories") == derivedjobs.NOTICED_JOBS
