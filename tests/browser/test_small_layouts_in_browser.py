@@ -3,13 +3,15 @@ title leaves "Back to the library" on one line beside or under it, "Clear"
 stays beside Upload, a worker id is never broken inside, and a bad URL gets
 the site's page with the way back, none of them wider than the screen."""
 
+import re
+
 from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from knowledge.models import IndexJob
 from tests.browser.helpers import horizontal_overflow
-from tests.factories import IndexJobFactory, KnowledgeSourceFactory
+from tests.factories import EndpointProfileFactory, IndexJobFactory, KnowledgeSourceFactory
 
 #: The text's lines as laid out: one client rect per line box it spans.
 LINES = """el => {
@@ -85,3 +87,16 @@ def test_the_admin_asks_for_no_icon_it_lacks(page):
         assert page.goto(path).status == 200, path
     assert page.locator('link[rel="icon"]').get_attribute("href") == "/static/favicon.svg"
     assert not missing, f"404s: {missing}"
+
+
+def test_the_profile_page_after_a_save_shows_what_the_server_said_without_a_reload(page, model):
+    """The worker probes the saved profile; the page says "Checking…" until
+    it has and then the window, or shows the window at once if it was quick."""
+    User.objects.filter(username="alice").update(is_staff=True, is_superuser=True)
+    profile = EndpointProfileFactory(base_url=model.base_url, name="Loopback narrator")
+    page.goto(f"/admin/endpoints/endpointprofile/{profile.pk}/change/")
+    page.get_by_role("button", name="Save and continue editing").click()
+    line = page.locator(".field-server_window .readonly")
+    expect(line).to_contain_text(re.compile(r"Checking…|tokens, from llama.cpp /props"))
+    assert "Not asked yet" not in line.inner_text()
+    expect(line).to_contain_text("32,768 tokens, from llama.cpp /props", timeout=20_000)
