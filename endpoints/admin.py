@@ -1,10 +1,11 @@
 """The profile admin: the form with its write-only key, the server's
-window as last probed, and the "Test connection" page."""
+window as last probed (or being probed, asked again until it answers), and
+the "Test connection" page."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import HttpResponseNotAllowed
+from django.http import HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -16,6 +17,7 @@ from .embeddings import model_of
 from .forms import EndpointProfileForm
 from .localembed import is_local
 from .models import EndpointProfile
+from .probeline import window_line
 from .probing import check_connection
 from .status import embedding_status, local_problem
 from .tasks import probe_endpoint
@@ -29,18 +31,20 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     search_fields = ["name", "base_url", "chat_model"]
     readonly_fields = ["server_window", "token_ratio", "semantic_search", "connection"]
 
+    class Media:
+        js = ["endpoints/window_line.js"]
+
     @admin.display(boolean=True, description="API key")
     def has_key(self, obj: EndpointProfile) -> bool:
         return obj.has_api_key
 
     @admin.display(description="Server's window")
     def server_window(self, obj: EndpointProfile) -> str:
-        if obj.pk is None or obj.probed_at is None:
-            return "Not asked yet: the server is asked when the profile is saved and before the next turn."
-        if obj.probed_window_tokens:
-            kept = f" {obj.probe_note}; the window above stands." if obj.probe_note else ""
-            return f"{obj.probed_window_tokens:,} tokens, from {obj.probed_window_source} ({obj.probed_window_detail}).{kept}"
-        return f"Not verified: {obj.probed_window_detail or obj.probed_window_source}"
+        line = window_line(obj, now=timezone.now())
+        if not line.checking:
+            return line.text
+        url = reverse("admin:endpoints_endpointprofile_window", args=[obj.pk])
+        return format_html('<span role="status" data-window-poll="{}">{}</span>', url, line.text)
 
     @admin.display(description="Semantic search")
     def semantic_search(self, obj: EndpointProfile) -> str:
@@ -77,7 +81,22 @@ class EndpointProfileAdmin(admin.ModelAdmin):
             "<int:profile_id>/test-connection/", self.admin_site.admin_view(self.test_connection),
             name="endpoints_endpointprofile_test",
         )
-        return [test, *super().get_urls()]
+        line = path(
+            "<int:profile_id>/server-window/", self.admin_site.admin_view(self.server_window_line),
+            name="endpoints_endpointprofile_window",
+        )
+        return [test, line, *super().get_urls()]
+
+    def server_window_line(self, request, profile_id: int) -> JsonResponse:
+        """The "Server's window" line as it is now, for the change page to
+        ask again while the probe its save queued is under way."""
+        profile = get_object_or_404(EndpointProfile, pk=profile_id)
+        if not self.has_view_permission(request, profile):
+            raise PermissionDenied
+        if request.method != "GET":
+            return HttpResponseNotAllowed(["GET"])
+        line = window_line(profile, now=timezone.now())
+        return JsonResponse({"text": line.text, "checking": line.checking})
 
     def test_connection(self, request, profile_id: int):
         """GET shows the page with its button; POST (CSRF-checked, by an admin

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -51,6 +52,9 @@ handler500 = "storyapp.views.busy.server_error"
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="campaign_list", permanent=False)),
+    # Every page links its icon; this is for what browsers ask of a page that
+    # links none (a JSON answer such as /readyz, a file opened on its own).
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
          name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

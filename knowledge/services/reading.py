@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from ..lorebooks import Lorebook, LorebookError, detect
+from ..lorebooks import Lorebook, LorebookError, detect, json_fault
 from ..models import ALWAYS_INCLUDE_CANON_ONLY, KnowledgeSource
 
 Source = KnowledgeSource
@@ -124,7 +124,7 @@ def _not_a_lorebook(name: str, data: bytes) -> str:
     except UnicodeDecodeError:
         return "the file is neither JSON text nor a PNG image, so it is no lorebook format"
     except json.JSONDecodeError as exc:
-        return f"the file is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        return f"the file is not valid JSON ({json_fault(exc)})"
     return "the file is not a lorebook"
 
 

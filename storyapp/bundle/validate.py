@@ -10,7 +10,7 @@ from pathlib import PurePath
 
 from contextbuild.memories import MAX_CHARS as MAX_MEMORY_CHARS
 from knowledge import services as knowledge
-from knowledge.lorebooks import Entry, Lorebook
+from knowledge.lorebooks import Entry, Lorebook, json_fault
 
 from ..models import Action, Campaign, Memory
 from . import FORMAT, VERSION, BundleError
@@ -36,7 +36,7 @@ def parse(raw: bytes | str, *, name: str) -> dict:
     except UnicodeDecodeError as exc:
         raise BundleError(f"{name} is not a JSON document: it is not UTF-8 text ({exc.reason} at byte {exc.start}).") from exc
     except json.JSONDecodeError as exc:
-        raise BundleError(f"{name} is not a JSON document ({exc}).") from exc
+        raise BundleError(f"{name} is not a JSON document ({json_fault(exc)}).") from exc
     except RecursionError as exc:
         raise BundleError(f"{name} is nested too deeply to be a campaign bundle.") from exc
 

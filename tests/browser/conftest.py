@@ -135,8 +135,7 @@ def page(request, browser, base, width, alice):
         print(f"screenshot of the failing page: {shot}")
     context.close()
     if not failed:
-        ignorable = [e for e in errors if "favicon" not in e]
-        assert not ignorable, f"console errors: {ignorable}"
+        assert not errors, f"console errors: {errors}"
 
 
 @pytest.fixture
