@@ -148,6 +148,7 @@ def test_a_form_shown_before_the_state_moved_on_is_refused(reader, campaign, pla
     play("I wave.")
     response = reader.post(reverse("campaign_state", args=[campaign.pk]), {**stale, "summary": "Fog."}, **HX)
     page = response.content.decode()
+    assert response.status_code == 400 and 'class="error refusal" role="alert"' in page
     assert "changed after this form was shown" in page and "Fog." in page
     assert _state(campaign)["scene"] == {"summary": "Mara waits at the quay.", "location": "the pier"}
 
