@@ -11,7 +11,6 @@
 
   function show(message) {
     if (!message.hasAttribute("tabindex")) message.setAttribute("tabindex", "-1");
-    if (!message.hasAttribute("role")) message.setAttribute("role", "alert");
     message.scrollIntoView({ block: "nearest" });
     message.focus({ preventScroll: true });
   }

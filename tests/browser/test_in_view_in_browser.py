@@ -24,7 +24,7 @@ def assert_in_view(page, locator, *, above_turn_box: bool = True) -> None:
     box = locator.bounding_box()
     top, bottom = box["y"], box["y"] + box["height"]
     height = page.viewport_size["height"]
-    assert 0 <= top and bottom <= height, f"{top:.0f}–{bottom:.0f} is outside the {height} px window"
+    assert -0.5 <= top and bottom <= height + 0.5, f"{top:.0f}–{bottom:.0f} is outside the {height} px window"
     if above_turn_box:
         turn = page.locator("#turn-form").bounding_box()["y"]
         assert bottom <= turn + 0.5, f"{top:.0f}–{bottom:.0f} is under the turn box, which starts at {turn:.0f}"
