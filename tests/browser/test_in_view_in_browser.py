@@ -119,3 +119,16 @@ def test_refusals_on_the_library_pages_show_in_view_with_what_was_typed(page, ca
     assert_in_view(page, refusal, above_turn_box=False)
     expect(page.locator(f"#{entry_id} input[name=keys]")).to_have_value("glade, /([a-z/")
     forget_refusal_statuses(page, 400)
+
+
+def test_a_streaming_narration_keeps_its_end_above_the_turn_box_as_it_grows(page, campaign, model):
+    long_story(campaign)
+    model.script({"reply": " ".join(f"Wave {n} breaks on the stones." for n in range(60)), "delay": 0.03})
+    page.goto(f"/campaigns/{campaign.pk}/")
+    page.locator("#turn-text").fill("I watch the sea.")
+    page.locator("#send-button").click()
+    streaming = page.locator("#story .action.ai:has(.working)")
+    expect(streaming.locator(".prose")).to_contain_text("Wave 40", timeout=15_000)
+    assert_in_view(page, streaming.locator(".working"))
+    expect(page.locator("#story .action.ai.status-done")).to_have_count(9, timeout=20_000)
+    assert_in_view(page, newest_tools(page))
