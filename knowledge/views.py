@@ -95,7 +95,7 @@ def library_upload(request: HttpRequest, pk: int) -> HttpResponse:
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.KNOWLEDGE_MAX_REQUEST_BYTES:
         limit = services.human_size(settings.KNOWLEDGE_MAX_REQUEST_BYTES)
-        return _upload_response(request, campaign, refused=[
+        return _upload_response(request, campaign, status=413, refused=[
             f"This upload is {services.human_size(declared)}, over the {limit} a single upload may carry. "
             "Upload the files in smaller groups."
         ])
@@ -147,10 +147,11 @@ def _too_many_files(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     ])
 
 
-def _upload_response(request, campaign, *, created=(), duplicates=(), refused=(), reports=()) -> HttpResponse:
+def _upload_response(request, campaign, *, created=(), duplicates=(), refused=(), reports=(), status=400) -> HttpResponse:
     """Non-htmx: messages and a redirect. htmx: the library section with the
-    outcome listed above it (a 200 even for refusals, which htmx would
-    otherwise not swap in). `reports` say what each lorebook brought."""
+    outcome listed above it, a 200 when a file was taken, else `status` (a
+    refusal, which base.html's rule swaps in too). `reports` say what each
+    lorebook brought."""
     if not request.htmx:
         if created:
             messages.success(request, f"Imported {len(created)} file{'s' if len(created) != 1 else ''}; indexing has started.")
@@ -160,7 +161,8 @@ def _upload_response(request, campaign, *, created=(), duplicates=(), refused=()
             messages.error(request, problem)
         return redirect("library", pk=campaign.pk)
     context = _library_context(campaign, created=created, duplicates=duplicates, refused=refused, reports=reports)
-    return render(request, LIBRARY + "#library", context)
+    refusal = not created and (duplicates or refused)
+    return render(request, LIBRARY + "#library", context, status=status if refusal else 200)
 
 
 @login_required
@@ -204,8 +206,19 @@ def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> 
     entry.refresh_from_db()
     return render(request, "knowledge/source_detail.html#entry", {
         "campaign": source.campaign, "source": source, "entry": selectors.entry_view(entry),
-        "entry_error": error, "entry_saved": not error,
+        "entry_error": error, "entry_saved": not error, "draft": _entry_draft(request) if error else None,
     }, status=200 if not error else 400)
+
+
+def _entry_draft(request: HttpRequest) -> dict:
+    """What the reader typed into a refused entry edit, shown back in its
+    fields (the entry itself shows what is saved)."""
+    return {
+        "title": request.POST.get("title", ""),
+        "key_text": request.POST.get("keys", ""),
+        "text": request.POST.get("text", ""),
+        "enabled": bool(request.POST.get("enabled")),
+    }
 
 
 @login_required
@@ -233,7 +246,9 @@ async def _in_batches(pieces: Iterator[str], *, size: int = 200) -> AsyncIterato
         yield batch
 
 
-def _row_response(request: HttpRequest, source: KnowledgeSource, *, form=None, error: str = "") -> HttpResponse:
+def _row_response(request: HttpRequest, source: KnowledgeSource, *, draft=None, error: str = "") -> HttpResponse:
+    """A source's row; refused, it answers 400 with the reader's choices
+    (`draft`) kept in its fields and the reason under them."""
     campaign = source.campaign
     sources = selectors.library_sources(campaign)
     row = next((s for s in sources if s.pk == source.pk), None)
@@ -242,11 +257,11 @@ def _row_response(request: HttpRequest, source: KnowledgeSource, *, form=None, e
     return render(request, LIBRARY + "#row", {
         "campaign": campaign,
         "source": row,
-        "form": form,
+        "draft": draft,
         "row_error": error,
         "in_flight": selectors.in_flight(sources),
         "poll_oob": True,
-    })
+    }, status=400 if error else 200)
 
 
 @login_required
@@ -264,7 +279,14 @@ def source_edit(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
             messages.error(request, f"{source.title}: {error}")
         return redirect("library", pk=pk)
     source.refresh_from_db()
-    return _row_response(request, source, error=error)
+    draft = {
+        "title": request.POST.get("title", ""),
+        "classification": request.POST.get("classification", ""),
+        "visibility": request.POST.get("visibility", ""),
+        "always_include": bool(request.POST.get("always_include")),
+        "enabled": bool(request.POST.get("enabled")),
+    } if error else None
+    return _row_response(request, source, draft=draft, error=error)
 
 
 @login_required

@@ -7,10 +7,50 @@
   let commandId = null;
   let restored = null;
 
+  // The turn box stays at the foot of the window over the story. The
+  // window's scroll padding is kept at the box's height, so what is scrolled
+  // into view (the newest narration, a refusal, a focused link) lands above
+  // the box, never under it.
+  const turnForm = () => document.getElementById("turn-form");
+  function reserveTurnBox() {
+    const form = turnForm();
+    if (form) document.documentElement.style.scrollPaddingBottom = `${form.offsetHeight}px`;
+  }
+  if (window.ResizeObserver && turnForm()) new ResizeObserver(reserveTurnBox).observe(turnForm());
+
+  // The story's end (the newest narration, its tools, any refusal, Undo and
+  // Redo) above the turn box.
+  function showNewest() {
+    reserveTurnBox();
+    const story = document.getElementById("story");
+    if (story) story.scrollIntoView({ block: "end" });
+  }
+
+  // Whether the reader is at the story's end (and so follows a narration as
+  // it grows) or has scrolled up to read, or on past it.
+  function atNewest() {
+    const story = document.getElementById("story");
+    const form = turnForm();
+    if (!story || !form) return false;
+    const end = story.getBoundingClientRect().bottom;
+    return end >= 0 && end <= Math.min(form.getBoundingClientRect().top, window.innerHeight) + 32;
+  }
+
+  let followOnSwap = false;
   document.addEventListener("htmx:beforeRequest", (event) => {
-    const button = event.detail.elt.querySelector && event.detail.elt.querySelector("button");
+    const elt = event.detail.elt;
+    const button = elt.querySelector && elt.querySelector("button");
     commandId = button && button.id ? button.id : null;
+    // A command shows its outcome; a finished stream's reload keeps the reader where they are.
+    if (event.detail.target && event.detail.target.id === "story") {
+      followOnSwap = elt.classList.contains("working") ? atNewest() : true;
+    }
   });
+
+  // A narration in flight grows chunk by chunk; its end stays in view unless the reader scrolled away.
+  let followStream = false;
+  document.addEventListener("htmx:sseBeforeMessage", () => { followStream = atNewest(); });
+  document.addEventListener("htmx:sseMessage", () => { if (followStream) showNewest(); });
 
   const swappedStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
 
@@ -23,12 +63,28 @@
     if (again && !again.disabled) again.focus({ preventScroll: true });
     else if (commandId) box().focus({ preventScroll: true });
     commandId = null;
-    const last = story.querySelector(".lineage .action:last-of-type");
-    if (last) last.scrollIntoView({ block: "end" });
+    if (story && followOnSwap) showNewest();
   });
 
+  // How much room is left, said from 90 % of the limit. Nothing typed or
+  // pasted is cut: the server refuses a turn over the limit, and says so in view.
+  function countLeft() {
+    const field = box();
+    const note = document.getElementById("turn-count");
+    if (!field || !note) return;
+    const limit = Number(field.dataset.limit);
+    const used = [...field.value].length;
+    const left = limit - used;
+    note.hidden = !limit || used < limit * 0.9;
+    note.classList.toggle("over", left < 0);
+    note.textContent = left >= 0
+      ? `${left.toLocaleString("en")} character${left === 1 ? "" : "s"} left`
+      : `${(-left).toLocaleString("en")} character${left === -1 ? "" : "s"} over the limit of ${limit.toLocaleString("en")}: shorten it to send`;
+  }
+  document.addEventListener("input", (event) => { if (event.target.id === "turn-text") countLeft(); });
+
   document.addEventListener("turn-accepted", (event) => {
-    if (event.target.id === "turn-form") { box().value = ""; restored = null; }
+    if (event.target.id === "turn-form") { box().value = ""; restored = null; countLeft(); }
   });
 
   // Undo hands back the reader's words; they never overwrite something else typed since.
@@ -38,11 +94,13 @@
     if (box().value.trim() === "" || box().value === restored) {
       box().value = text;
       restored = text;
+      countLeft();
     }
   });
   document.addEventListener("turn-redone", () => {
     if (restored !== null && box().value === restored) box().value = "";
     restored = null;
+    countLeft();
   });
 
   // Stop says so at once; the server ends the narration and the stream closes.
@@ -108,10 +166,11 @@
     if (open) { event.preventDefault(); open.remove(); link.focus(); }
   });
 
-  // A reader coming back lands at the newest part of the story.
+  // A reader coming back lands at the newest part of the story, above the turn box.
   document.addEventListener("DOMContentLoaded", () => {
-    const last = document.querySelector("#story .lineage .action:last-of-type");
-    if (last && !location.hash) last.scrollIntoView({ block: "end" });
+    countLeft();
+    if (location.hash) reserveTurnBox();
+    else showNewest();
   });
 
   document.addEventListener("keydown", (event) => {

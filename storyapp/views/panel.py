@@ -30,7 +30,8 @@ def campaign_memory(request: HttpRequest, pk: int) -> HttpResponse:
         if saved:
             messages.success(request, "Saved. The next turn reads the new notes.")
         return redirect("campaign_play", pk=pk)
-    return render(request, "storyapp/play.html#memory", {"campaign": campaign, "memory_form": form, "saved": saved})
+    return render(request, "storyapp/play.html#memory", {"campaign": campaign, "memory_form": form, "saved": saved},
+                  status=200 if saved else 400)
 
 
 def _state_saved(campaign: Campaign, form: StateForm) -> bool:
@@ -71,7 +72,8 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
         campaign.refresh_from_db()
         form = None
     context = {"campaign": campaign, **state_panel(campaign, head_of(campaign), form), "state_saved": saved}
+    status = 200 if saved else 400
     if request.htmx:
-        return render(request, "storyapp/play.html#state", context)
+        return render(request, "storyapp/play.html#state", context, status=status)
     context = {**story_context(campaign), "turn_form": TurnForm(), **context}
-    return render(request, "storyapp/play.html", context)
+    return render(request, "storyapp/play.html", context, status=status)

@@ -51,19 +51,23 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
-def _story_response(request: HttpRequest, campaign: Campaign, *, error: str = "", text: str = "") -> HttpResponse:
+def _story_response(
+    request: HttpRequest, campaign: Campaign, *, error: str = "", text: str = "", status: int = 409,
+) -> HttpResponse:
     """The story after a command: the #story partial for htmx; without
     JavaScript, a redirect, or on a refusal the whole page again with the
-    reader's typed text still in the box."""
+    reader's typed text still in the box. A refusal is answered `status`
+    (409: not now, in this story's state; 400: the input itself)."""
     if not request.htmx and not error:
         return redirect("campaign_play", pk=campaign.pk)
     campaign.refresh_from_db()
     context = story_context(campaign)
     context["error"] = error
+    status = status if error else 200
     if request.htmx:
-        return render(request, "storyapp/play.html#story", context)
+        return render(request, "storyapp/play.html#story", context, status=status)
     context["turn_text"] = text
-    return render(request, "storyapp/play.html", context)
+    return render(request, "storyapp/play.html", context, status=status)
 
 
 @login_required
@@ -73,7 +77,7 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     form = TurnForm(request.POST)
     typed = request.POST.get("text", "")
     if not form.is_valid():
-        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed)
+        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
         services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
@@ -172,19 +176,23 @@ def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     campaign = action.campaign
     form = ActionEditForm(request.POST or None, initial={"text": action.text})
     error = ""
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             services.action_edit(campaign=campaign, action=action, text=form.cleaned_data["text"])
         except services.TurnRefused as exc:
-            error = str(exc)
+            error, status = str(exc), 409
         else:
             if not request.htmx:
                 return redirect("campaign_play", pk=pk)
             return render(request, "storyapp/play.html#action", {
                 "campaign": campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
             })
+    elif request.method == "POST":
+        status = 400
     template = "storyapp/action_edit.html" if request.htmx else "storyapp/action_edit_page.html"
-    return render(request, template, {"campaign": campaign, "action": action, "form": form, "error": error})
+    return render(request, template, {"campaign": campaign, "action": action, "form": form, "error": error},
+                  status=status)
 
 
 @login_required

@@ -6,7 +6,7 @@ from __future__ import annotations
 from endpoints.client import endpoint_for
 
 from .. import lineage, selectors, services
-from ..forms import MemoryForm, StateForm
+from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Action, Campaign
 
 STORY_PAGE = 60
@@ -48,5 +48,6 @@ def story_context(campaign: Campaign) -> dict:
         "endpoint": profile,
         "memory_form": MemoryForm(instance=campaign),
         "derived_trouble": selectors.derived_trouble(campaign),
+        "turn_limit": TurnForm.base_fields["text"].max_length,
         **state_panel(campaign, head),
     }

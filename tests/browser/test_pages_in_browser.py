@@ -87,6 +87,9 @@ def test_upload_without_files_asks_for_them_and_a_bad_file_is_refused_clearly(pa
     page.goto(f"/campaigns/{campaign.pk}/library/")
     page.locator("#upload-button").click()
     expect(page.locator(".upload-outcome")).to_contain_text("Choose one or more files to upload.")
+    # The refusal is a 400 (the browser logs it), swapped in and focused.
+    expect(page.locator(".upload-outcome .refusal")).to_be_focused()
+    page.console_errors[:] = [e for e in page.console_errors if "status of 400" not in e]
     bad = tmp_path / "broken.md"
     bad.write_bytes(b"\xff\xfe\x00 not utf-8 \x81")
     page.locator("#upload-files").set_input_files(str(bad))

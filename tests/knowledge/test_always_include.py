@@ -77,7 +77,8 @@ def test_the_library_row_shows_the_constraints_message(reader, campaign, library
     url = reverse("source_edit", kwargs={"pk": campaign.pk, "source_id": source.pk})
     response = reader.post(url, {"title": "x", "classification": "reference", "visibility": "visible",
                                  "always_include": "on", "enabled": "on"}, **HX)
-    assert f'<p class="error" role="alert">{MESSAGE}</p>' in response.content.decode()
+    assert response.status_code == 400
+    assert f'<p class="error refusal" role="alert">{MESSAGE}</p>' in response.content.decode()
     source.refresh_from_db()
     assert not source.always_include and source.title == "Westhaven"
 

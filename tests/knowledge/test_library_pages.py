@@ -139,7 +139,8 @@ def test_too_many_files_at_once_are_refused(reader, campaign, settings):
 
 
 def test_uploading_nothing_asks_for_a_file(reader, campaign):
-    assert "Choose one or more files" in post_files(reader, campaign).content.decode()
+    response = post_files(reader, campaign)
+    assert response.status_code == 400 and "Choose one or more files" in response.content.decode()
 
 
 def test_a_duplicate_upload_is_reported_not_stored(reader, campaign, django_capture_on_commit_callbacks):
@@ -184,7 +185,11 @@ def test_always_include_is_refused_for_a_non_canon_source(reader, campaign, libr
     url = reverse("source_edit", kwargs={"pk": campaign.pk, "source_id": source.pk})
     response = reader.post(url, {"title": "x", "classification": "reference", "visibility": "visible",
                                  "always_include": "on", "enabled": "on"}, **HX)
-    assert "Only Canon sources can be always included." in response.content.decode()
+    body = response.content.decode()
+    assert response.status_code == 400 and "Only Canon sources can be always included." in body
+    # The row comes back with the reader's choices in its fields, the reason under them.
+    assert 'name="title" value="x"' in body and '<option value="reference" selected>' in body
+    assert 'name="always_include" checked' in body and 'class="error refusal" role="alert"' in body
     source.refresh_from_db()
     assert not source.always_include and source.title == "Westhaven"
 
@@ -259,6 +264,7 @@ def test_more_files_than_django_parses_get_the_same_friendly_refusal(alice, camp
     browser.get(reverse("library", kwargs={"pk": campaign.pk}))
     response = post_files(browser, campaign, *[md(f"{n}.md", f"Lore {n}.") for n in range(5)],
                           csrfmiddlewaretoken=browser.cookies["csrftoken"].value)
-    assert response.status_code == 200
+    # A 400 that carries the library with the reason, not Django's bare one.
+    assert response.status_code == 400
     assert "Upload at most 2 files at a time." in response.content.decode()
     assert not KnowledgeSource.objects.exists()

@@ -80,8 +80,12 @@ def test_editing_an_entry_on_its_page_saves_it_and_reindexes_the_book(
 def test_a_broken_regex_key_is_refused_and_the_entry_is_left_as_it_was(reader, campaign, westhaven):
     entry = westhaven.entries.get(title="The Lantern Guild")
     url = reverse("entry_edit", kwargs={"pk": campaign.pk, "source_id": westhaven.pk, "entry_id": entry.pk})
-    response = reader.post(url, {"title": "X", "keys": "/unclosed (group/", "text": "Y", "enabled": "on"}, **HX)
-    assert response.status_code == 400 and "regular expression" in response.content.decode()
+    response = reader.post(url, {"title": "X", "keys": "glade, /([a-z/", "text": "Y", "enabled": "on"}, **HX)
+    body = response.content.decode()
+    assert response.status_code == 400 and "regular expression" in body
+    # The edit stays open with what the reader typed, the reason above it.
+    assert 'name="keys" value="glade, /([a-z/"' in body and 'name="title" value="X"' in body
+    assert '<details class="entry-edit" open>' in body and 'class="error refusal" role="alert"' in body
     entry.refresh_from_db()
     assert entry.title == "The Lantern Guild"
 

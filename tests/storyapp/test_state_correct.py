@@ -128,7 +128,7 @@ def test_a_bad_submission_says_why_keeps_the_text_and_changes_nothing(reader, ca
     before = _state(campaign)
     response = _post(reader, campaign, changes, **HX)
     page = response.content.decode()
-    assert response.status_code == 200 and error in page
+    assert response.status_code == 400 and error in page
     [typed] = changes.values()
     assert typed.splitlines()[0].replace("“", "").split("|")[0].strip()[:20] in page
     assert _state(campaign) == before
@@ -137,7 +137,7 @@ def test_a_bad_submission_says_why_keeps_the_text_and_changes_nothing(reader, ca
 def test_without_javascript_a_refusal_shows_the_whole_page_with_the_panel_open(reader, campaign):
     response = _post(reader, campaign, {"entities": "Old Tam: Tam"})
     page = response.content.decode()
-    assert response.status_code == 200 and '<details id="state-panel" class="card state-panel" open' in page
+    assert response.status_code == 400 and '<details id="state-panel" class="card state-panel" open' in page
     assert "Old Tam: Tam</textarea>" in page and "“Old Tam” is not an id" in page
     assert _state(campaign) == OPENING
 
@@ -148,6 +148,7 @@ def test_a_form_shown_before_the_state_moved_on_is_refused(reader, campaign, pla
     play("I wave.")
     response = reader.post(reverse("campaign_state", args=[campaign.pk]), {**stale, "summary": "Fog."}, **HX)
     page = response.content.decode()
+    assert response.status_code == 400 and 'class="error refusal" role="alert"' in page
     assert "changed after this form was shown" in page and "Fog." in page
     assert _state(campaign)["scene"] == {"summary": "Mara waits at the quay.", "location": "the pier"}
 

@@ -121,7 +121,7 @@ def test_a_refused_turn_without_javascript_keeps_the_typed_text(client, campaign
     services.turn_submit(campaign=campaign, text="One.", now=timezone.now())
     client.force_login(campaign.owner)
     page = client.post(reverse("turn_submit", args=[campaign.pk]), {"text": "My carefully typed second move."})
-    assert page.status_code == 200
+    assert page.status_code == 409  # not now: the narrator is still writing
     body = page.content.decode()
     assert "still writing" in body and "My carefully typed second move.</textarea>" in body
 

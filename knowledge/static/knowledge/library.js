@@ -59,9 +59,10 @@
   }
 
   clear.addEventListener("click", () => { input.value = ""; show(); });
-  // After a successful upload only the files are cleared; the options stay as the reader set them.
+  // After an upload that took files only the files are cleared; the options
+  // stay as the reader set them. A refusal (4xx, swapped in) keeps both.
   form.addEventListener("htmx:afterRequest", (event) => {
-    if (event.detail.elt === form && event.detail.successful) { input.value = ""; show(); }
+    if (event.detail.elt === form && event.detail.xhr && event.detail.xhr.status < 400) { input.value = ""; show(); }
   });
 
   ["dragenter", "dragover"].forEach((name) => zone.addEventListener(name, (event) => {
