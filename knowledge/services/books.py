@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from ..lorebooks import Lorebook
+from ..lorebooks.stored import compact
+from ..models import LoreEntry
 
 #: Entry extras that are how SillyTavern matches keys, which Loremaster
 #: applies (knowledge.keys), the title it read, and the readable labels the
@@ -102,3 +104,16 @@ def report(book: Lorebook) -> str:
     if notes:
         line += ". " + "; ".join(notes)
     return line + "."
+
+
+def entry_rows(source, entries) -> list[LoreEntry]:
+    """The rows a book's entries are stored as, in the book's order, each
+    keeping only the extras the file gave."""
+    return [
+        LoreEntry(
+            source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
+            secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
+            enabled=e.enabled, constant=e.constant, extras=compact(e.extras),
+        )
+        for i, e in enumerate(entries)
+    ]

@@ -19,9 +19,9 @@ from storyapp.models import Campaign
 from ..lorebooks import Entry, Lorebook, key_line, split_keys
 from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info, world_info_text
-from ..lorebooks.stored import compact, expand
+from ..lorebooks.stored import expand
 from ..models import IndexJob, KnowledgeSource, LoreEntry
-from .books import metadata_for, render, title_of
+from .books import entry_rows, metadata_for, render, title_of
 from .jobs import _enqueue, _job_for
 from .reading import ImportRefused, content_hash, source_always_include_check
 from .regexcaps import regex_keys_check
@@ -60,14 +60,7 @@ def lorebook_create(
     regex_keys_check(campaign_id=campaign.pk, name=name, entries=book.entries)
 
     def store_entries(source: KnowledgeSource) -> None:
-        LoreEntry.objects.bulk_create(
-            LoreEntry(
-                source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
-                secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
-                enabled=e.enabled, constant=e.constant, extras=compact(e.extras),
-            )
-            for i, e in enumerate(book.entries)
-        )
+        LoreEntry.objects.bulk_create(entry_rows(source, book.entries))
 
     return source_store(
         campaign=campaign, filename=name, content=render(book.entries), enqueue=enqueue, then=store_entries,

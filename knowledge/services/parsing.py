@@ -22,7 +22,7 @@ from ..lorebooks import Entry, Lorebook
 from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.stored import compact
 from ..models import KnowledgeSource, LoreEntry
-from .books import metadata_for, render, report, title_of
+from .books import entry_rows, metadata_for, render, report, title_of
 from .reading import DuplicateSource, content_hash, read_upload, source_always_include_check, title_for
 from .regexcaps import regex_keys_check
 
@@ -91,14 +91,7 @@ def parsed_store(source: KnowledgeSource, parsed: Parsed) -> dict[int, int]:
         setattr(source, name, value)
     LoreEntry.objects.filter(source=source).delete()
     LoreEntry.objects.bulk_create(
-        (
-            LoreEntry(
-                source=source, position=i, title=e.title[:300], text=e.text, keys=list(e.keys),
-                secondary_keys=list(e.secondary_keys), regex_keys=list(e.regex_keys),
-                enabled=e.enabled, constant=e.constant, extras=compact(e.extras),
-            )
-            for i, e in enumerate(parsed.entries)
-        ),
+        entry_rows(source, parsed.entries),
         batch_size=ENTRY_BATCH,
     )
     return dict(LoreEntry.objects.filter(source=source).values_list("position", "pk"))
