@@ -327,7 +327,14 @@ def with_macros_filled(book: Lorebook) -> Lorebook:
     """A card's book with its entries' titles and texts filled in: the book
     is that character's, so {{char}} is known, and the narrator, which never
     sees SillyTavern's macros expanded, would otherwise read "{{user}}".
-    Any other book is returned as it is."""
+    Any other book is returned as it is.
+
+    Keys are left as written. A text is prose the narrator reads, where
+    {{user}} is "you"; a key is matched against the story's messages, where
+    the reader goes by the persona's name, known only at the turn. So, as
+    SillyTavern fills macros in every key before matching, the World Info
+    engine fills a key's macros at match time (worldinfo.records.Inputs.
+    macros), and a key `{{user}}'s Room` stays that key here and in export."""
     if book.card is None:
         return book
     name = book.card.name.strip() or "the character"
