@@ -63,6 +63,8 @@ def parse(document, *, name: str) -> Lorebook:
         return aidungeon.parse(document, name=name)
     if isinstance(document.get("lorebook"), dict):
         return novelai.parse_story(document, name=name)
+    if koboldai.is_story_save(document):
+        return koboldai.parse(document, name=name)  # a save with no world info: an empty book, noted
     raise LorebookError("JSON", f"this is not a format Loremaster reads; it reads {KNOWN}")
 
 

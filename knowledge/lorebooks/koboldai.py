@@ -11,7 +11,9 @@ KoboldAI United also saves `worldinfo_v2`, `{"folders": {name: [uids]},
 content, type, ...}}}`, which is the richer copy of the same entries and
 is read instead of the old list; United's "export world info" writes that
 object on its own, `{"folders", "entries"}`. An entry of `type` "constant"
-or "commentator" is constant, as United's loader makes it. A world info
+or "commentator" is constant, as United's loader makes it. A save with no
+`worldinfo` (KoboldAI's own sample story) is an empty book with a note; its
+`memory` and `authorsnote` are kept with the book. A world info
 file is a bare array of the same entries (KoboldAI's own exporter writes AI
 Dungeon's `keys`/`entry` names, read too).
 
@@ -31,6 +33,7 @@ from .entries import Entry, Lorebook, LorebookError, kind_of
 FORMAT = "KoboldAI world info"
 # The title United gives an entry it creates empty.
 PLACEHOLDER_TITLE = "New World Info Entry"
+NO_WORLD_INFO = "a KoboldAI story save with no world info: the book is empty (the story itself is not imported)"
 
 _USED = {"key", "keys", "keysecondary", "content", "entry", "constant", "widisabled"}
 
@@ -52,7 +55,7 @@ def parse(data, *, name: str) -> Lorebook:
             notes.append(note)
         extras = {
             key: data[key]
-            for key in ("wifolders_d", "wifolders_l", "gamestarted", "anotetemplate")
+            for key in ("wifolders_d", "wifolders_l", "gamestarted", "anotetemplate", "memory", "authorsnote")
             if key in data
         }
         if label.endswith("(v2)"):
@@ -92,6 +95,8 @@ def _from_save(data: dict):
         raise LorebookError(f"{FORMAT} (v2)", f"“worldinfo_v2” must be an object, found {kind_of(v2)}", field="worldinfo_v2")
 
     if "worldinfo" not in data:
+        if is_story_save(data):
+            return [], {}, FORMAT, NO_WORLD_INFO
         raise LorebookError(FORMAT, "a story save without “worldinfo”", field="worldinfo")
     raw = data["worldinfo"]
     if raw is None:
@@ -105,6 +110,14 @@ def _from_save(data: dict):
             if isinstance(folder, dict) and folder.get("name"):
                 folders[str(uid)] = folder["name"]
     return list(enumerate(raw)), folders, FORMAT, ""
+
+
+def is_story_save(data) -> bool:
+    """A story save by its story: the opening `prompt` and the `actions`
+    that followed (a list in KoboldAI's saves, an object in United's). Its
+    own sample story, like any save written before the reader added world
+    info, has no `worldinfo` at all."""
+    return isinstance(data, dict) and isinstance(data.get("prompt"), str) and isinstance(data.get("actions"), (list, dict))
 
 
 def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:

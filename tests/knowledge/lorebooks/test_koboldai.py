@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.lorebooks import read
 from knowledge.lorebooks.entries import LorebookError
 from knowledge.lorebooks.koboldai import parse
 
@@ -227,3 +228,14 @@ def test_widisabled_that_is_not_a_boolean_is_refused_naming_the_field():
         parse([wi(widisabled="yes")], name="x")
 
     assert caught.value.field == "widisabled"
+
+
+def test_a_story_save_without_world_info_is_an_empty_book_with_a_note():
+    """The shape of KoboldAI-Client's own stories/sample_story.json: a
+    story (prompt, actions, memory, author's note) and no `worldinfo`."""
+    book = read((DATA / "kobold_story_save_no_world_info.json").read_bytes(), name="sample_story.json")
+
+    assert book.format == "KoboldAI world info" and book.entries == ()
+    assert any("a KoboldAI story save with no world info" in note for note in book.notes)
+    assert book.extras["memory"].startswith("Oren is the last lamplighter")
+    assert book.extras["authorsnote"] == "The fog is rolling in."
