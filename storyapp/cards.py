@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from contextbuild import rules
 from knowledge import services as knowledge
-from knowledge.lorebooks import Lorebook, LorebookError, read
+from knowledge.lorebooks import Lorebook, LorebookError, read, unreadable
 from knowledge.lorebooks.cards import fill_macros
 
 from . import campaigns, services
@@ -81,7 +81,7 @@ def card_of(*, filename: str, data: bytes) -> Lorebook:
         raise CardRefused(f"{filename} is not a character card ({exc}). Nothing was stored.") from exc
     if book is None:
         raise CardRefused(
-            f"{filename} is not a character card: it is neither a PNG image nor JSON. "
+            f"{filename} is not a character card: {unreadable(data, name=filename)}. "
             "Upload the card's .png or .json file."
         )
     if book.card is None:

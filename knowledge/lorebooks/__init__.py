@@ -7,7 +7,7 @@ file name alone.
 
 from .detect import read
 from .entries import CharacterCard, Entry, Lorebook, LorebookError, is_regex_key, key_line, split_keys
-from .jsonfault import json_fault
+from .jsonfault import json_fault, unreadable
 
 __all__ = ["CharacterCard", "Entry", "Lorebook", "LorebookError", "is_regex_key", "json_fault", "key_line", "read",
-           "split_keys"]
+           "split_keys", "unreadable"]

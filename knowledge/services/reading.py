@@ -14,7 +14,6 @@ read as text.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import PurePath
 
@@ -22,7 +21,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from ..lorebooks import Lorebook, LorebookError, detect, json_fault
+from ..lorebooks import Lorebook, LorebookError, detect, unreadable
 from ..models import ALWAYS_INCLUDE_CANON_ONLY, KnowledgeSource
 
 Source = KnowledgeSource
@@ -109,23 +108,10 @@ def read_upload(*, filename: str, data: bytes) -> str | Lorebook:
     if book is not None:
         return book
     if named_lorebook:
-        raise ImportRefused(f"{name}: {_not_a_lorebook(lowered, data)}. Nothing was imported from it.")
+        raise ImportRefused(f"{name}: {unreadable(data, name=name)}. Nothing was imported from it.")
     if not lowered.endswith(ALLOWED_SUFFIXES):
         raise ImportRefused(UNREAD_SUFFIX.format(name=name or "The file"))
     return source_text_from_upload(filename=name, data=data)
-
-
-def _not_a_lorebook(name: str, data: bytes) -> str:
-    """Why a file named as a lorebook could not be read as one."""
-    if name.endswith(".png"):
-        return "the file is not a PNG image (a character card is a PNG with the card inside, or JSON)"
-    try:
-        json.loads(data.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        return "the file is neither JSON text nor a PNG image, so it is no lorebook format"
-    except json.JSONDecodeError as exc:
-        return f"the file is not valid JSON ({json_fault(exc)})"
-    return "the file is not a lorebook"
 
 
 def source_always_include_check(*, classification: str, always_include: bool) -> None:

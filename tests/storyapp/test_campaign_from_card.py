@@ -228,7 +228,7 @@ WORLD_INFO = {"entries": {"0": {"uid": 0, "key": ["harbour"], "content": "The ha
     ("broken.png", png((b"tEXt", b"chara\0not base64!")), "broken.png: Character Card PNG, field “chara”: the “chara” chunk is not base64-encoded. Nothing was stored."),
     ("broken.json", b'{"spec": "chara_card_v2", "data": {"name": 7, "first_mes": "Hi"}}',
      "broken.json: Character Card V2, field “name”: the name is a number, not text. Nothing was stored."),
-    ("notes.txt", b"Just some notes.", "notes.txt is not a character card: it is neither a PNG image nor JSON."),
+    ("notes.txt", b"Just some notes.", "notes.txt is not a character card: the file is neither a PNG image nor JSON."),
     ("other.json", b'{"hello": "world"}', "other.json is not a character card (JSON: this is not a format"),
 ])
 def test_a_file_that_is_no_usable_card_is_refused_and_stores_nothing(reader, name, data, words):
