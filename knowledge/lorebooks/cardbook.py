@@ -2,9 +2,11 @@
 when the book is saved on its own.
 
 - A book entry's real SillyTavern settings (position, depth, probability,
-  groups, timers) live in its `extensions`; they are read as SillyTavern's
-  `convertCharacterBook` reads them and kept by SillyTavern's names, so a
-  card's book and a World Info file carry the same extras.
+  groups, timers, the `match…` scan flags, triggers, the character filter)
+  live in its `extensions`, where SillyTavern's card export writes them in
+  snake case; they are read as its `convertCharacterBook` reads them and
+  kept by SillyTavern's names, so a card's book and a World Info file carry
+  the same extras.
 - SillyTavern sets `use_regex: true` on every entry it exports ("ST keys
   are always regex") whatever the keys are, and its `ccv3` copy carries
   that flag into V3. So `use_regex` never turns a plain word into a
@@ -15,6 +17,7 @@ when the book is saved on its own.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import replace
 
@@ -56,6 +59,16 @@ _EXTENSION_SETTINGS = (
     ("sticky", "sticky", None),
     ("cooldown", "cooldown", None),
     ("delay", "delay", None),
+    ("outletName", "outlet_name", ""),
+    ("ignoreBudget", "ignore_budget", False),
+    ("matchPersonaDescription", "match_persona_description", False),
+    ("matchCharacterDescription", "match_character_description", False),
+    ("matchCharacterPersonality", "match_character_personality", False),
+    ("matchCharacterDepthPrompt", "match_character_depth_prompt", False),
+    ("matchScenario", "match_scenario", False),
+    ("matchCreatorNotes", "match_creator_notes", False),
+    ("triggers", "triggers", []),
+    ("characterFilter", "character_filter", {"isExclude": False, "names": [], "tags": []}),
 )
 # Book entry fields the spec defines; anything else an entry carries is kept as is.
 _BOOK_ENTRY_FIELDS = (
@@ -210,7 +223,7 @@ def _as_world_info(
             value = raw.get("case_sensitive")
         if value is None and default is not None:
             defaulted.append(st_name)
-        world_info[st_name] = _default(value, default)
+        world_info[st_name] = _default(value, copy.deepcopy(default))
     world_info["addMemo"] = bool(raw.get("comment"))
     return world_info, defaulted
 

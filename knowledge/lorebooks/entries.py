@@ -69,8 +69,10 @@ class CharacterCard:
 class Lorebook:
     """A whole file: its format (with version), its name, its entries in
     the file's order, book-level extras, notes for the import report (an
-    empty book, a stale embedded copy ignored), and the card, for a
-    character card."""
+    empty book, a stale embedded copy ignored), the card, for a character
+    card, and the book's World Info settings as Loremaster keeps them
+    (worldinfo.records.BookSettings.as_stored; empty for the defaults),
+    which an export writes and its import reads back."""
 
     format: str
     name: str
@@ -78,6 +80,7 @@ class Lorebook:
     extras: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     card: CharacterCard | None = None
+    settings: dict = field(default_factory=dict)
 
 
 def split_keys(value) -> tuple[tuple[str, ...], tuple[str, ...]]:

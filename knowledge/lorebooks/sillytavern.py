@@ -16,7 +16,10 @@ stale and it is never a second book: it is ignored, with a note.
 
 from __future__ import annotations
 
+import copy
+
 from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, key_line, split_keys
+from worldinfo.records import BookSettings
 
 FORMAT = "SillyTavern World Info"
 
@@ -29,6 +32,7 @@ POSITION_NAMES = {
     4: "at_depth",
     5: "em_top",
     6: "em_bottom",
+    7: "outlet",
 }
 # world_info_logic in world-info.js: how secondary keys combine with the primary.
 LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
@@ -36,8 +40,12 @@ LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 ROLE_NAMES = {0: "system", 1: "user", 2: "assistant"}
 
 # newWorldInfoEntryDefinition's defaults (DEFAULT_DEPTH 4, DEFAULT_WEIGHT 100),
-# less the fields that become the Entry's own (key, keysecondary, content,
-# constant, disable). `displayIndex` defaults to the uid, as the editor does.
+# in its order, less the fields that become the Entry's own (key,
+# keysecondary, content, constant, disable). `displayIndex` defaults to the
+# uid, as the editor does. The fields from `ignoreBudget` on came with
+# SillyTavern's later releases; `characterFilter` is absent from its
+# template (an entry without one applies to every character), which is what
+# the empty filter here means too.
 ENTRY_DEFAULTS: dict = {
     "comment": "",
     "vectorized": False,
@@ -46,12 +54,20 @@ ENTRY_DEFAULTS: dict = {
     "addMemo": False,
     "order": 100,
     "position": 0,
+    "ignoreBudget": False,
     "excludeRecursion": False,
     "preventRecursion": False,
+    "matchPersonaDescription": False,
+    "matchCharacterDescription": False,
+    "matchCharacterPersonality": False,
+    "matchCharacterDepthPrompt": False,
+    "matchScenario": False,
+    "matchCreatorNotes": False,
     "delayUntilRecursion": 0,
     "probability": 100,
     "useProbability": True,
     "depth": 4,
+    "outletName": "",
     "group": "",
     "groupOverride": False,
     "groupWeight": 100,
@@ -64,7 +80,31 @@ ENTRY_DEFAULTS: dict = {
     "sticky": None,
     "cooldown": None,
     "delay": None,
+    "triggers": [],
+    "characterFilter": {"isExclude": False, "names": [], "tags": []},
 }
+#: What the importers add to an entry's extras of their own (the filled
+#: fields' names, readable labels): notes for Loremaster, never SillyTavern fields.
+ANNOTATIONS = frozenset({"defaulted", "position_name", "selectiveLogic_name", "role_name", "keysecondary_regex"})
+#: The top-level key of an export that holds the book's World Info settings
+#: as Loremaster keeps them (worldinfo.records.BookSettings); SillyTavern
+#: reads only `entries` (and `originalData`), so it ignores this one.
+SETTINGS_KEY = "loremaster_settings"
+
+
+def entry_default(field_name: str):
+    """The template's default for a field, a fresh copy of a list or an
+    object, so no two entries share one."""
+    return copy.deepcopy(ENTRY_DEFAULTS[field_name])
+
+
+def title_for(comment, keys, uid) -> str:
+    """An entry's title as SillyTavern's list shows it: its comment, else its
+    first key, else its number."""
+    comment = comment.strip() if isinstance(comment, str) else ""
+    first_key = next((str(key).strip() for key in keys if str(key).strip()), "")
+    return comment or first_key or f"Entry {uid}"
+
 
 _OWN_FIELDS = ("key", "keysecondary", "content", "constant", "disable", "enabled")
 
@@ -76,7 +116,8 @@ def parse_world_info(data: dict, *, name: str) -> Lorebook:
        (a list is accepted too, its index standing in for a missing uid).
     2. Read each entry in the file's order (`parse_entry`).
     3. Keep the book's other fields in extras, except `originalData`,
-       which is ignored with a note.
+       which is ignored with a note, and the settings a Loremaster export
+       wrote (`loremaster_settings`), which become the book's settings.
     """
     if not isinstance(data, dict):
         raise LorebookError(
@@ -113,8 +154,9 @@ def parse_world_info(data: dict, *, name: str) -> Lorebook:
     extras = {
         key: value
         for key, value in data.items()
-        if key not in ("entries", "originalData")
+        if key not in ("entries", "originalData", SETTINGS_KEY)
     }
+    settings = BookSettings.from_stored(data[SETTINGS_KEY]).as_stored() if SETTINGS_KEY in data else {}
     book_name = (
         data.get("name")
         if isinstance(data.get("name"), str) and data.get("name").strip()
@@ -126,6 +168,7 @@ def parse_world_info(data: dict, *, name: str) -> Lorebook:
         entries=entries,
         extras=extras,
         notes=tuple(notes),
+        settings=settings,
     )
 
 
@@ -168,11 +211,11 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
 
     extras = {"uid": uid}
     defaulted = []
-    for field_name, default in ENTRY_DEFAULTS.items():
+    for field_name in ENTRY_DEFAULTS:
         if field_name in raw:
             extras[field_name] = raw[field_name]
         else:
-            extras[field_name] = default
+            extras[field_name] = entry_default(field_name)
             defaulted.append(field_name)
     if "displayIndex" in raw:
         extras["displayIndex"] = raw["displayIndex"]
@@ -190,11 +233,8 @@ def parse_entry(raw, *, uid, format_name: str = FORMAT) -> Entry:
     if defaulted:
         extras["defaulted"] = defaulted
 
-    comment = extras["comment"].strip() if isinstance(extras["comment"], str) else ""
-    first_key = next((str(key).strip() for key in keys if str(key).strip()), "")
-    title = comment or first_key or f"Entry {uid}"
     return Entry(
-        title=title,
+        title=title_for(extras["comment"], keys, uid),
         text=content,
         keys=plain,
         secondary_keys=plain_secondary + secondary_patterns,

@@ -74,6 +74,8 @@ def unused_fields(book: Lorebook) -> list[str]:
 def metadata_for(book: Lorebook) -> dict:
     """What the source keeps of the book besides its entries."""
     metadata = {"name": book.name, "extras": book.extras, "notes": list(book.notes), "unused": unused_fields(book)}
+    if book.settings:
+        metadata["world_info"] = book.settings  # worldinfo.records.BookSettings, read back from an export
     if book.card is not None:
         card = book.card
         metadata["card"] = {

@@ -106,7 +106,7 @@ def _book_head(source: KnowledgeSource, *, entries: tuple[Entry, ...] = ()) -> L
     metadata = source.metadata or {}
     return Lorebook(
         format=source.format, name=metadata.get("name") or source.title, entries=entries,
-        extras=metadata.get("extras") or {},
+        extras=metadata.get("extras") or {}, settings=metadata.get("world_info") or {},
     )
 
 

@@ -192,7 +192,12 @@ def test_at_depth_position_keeps_depth_role_and_the_other_unused_settings():
         ghoul.extras["cooldown"],
         ghoul.extras["delay"],
     ) == (3, 5, 0)
-    assert "defaulted" not in ghoul.extras
+    # The file has every field of SillyTavern's template of its day; only the later ones are filled.
+    assert set(ghoul.extras["defaulted"]) == {
+        "ignoreBudget", "matchPersonaDescription", "matchCharacterDescription", "matchCharacterPersonality",
+        "matchCharacterDepthPrompt", "matchScenario", "matchCreatorNotes", "outletName", "triggers",
+        "characterFilter",
+    }
 
 
 @pytest.mark.parametrize(
@@ -360,7 +365,7 @@ def test_file_without_an_entries_object_is_refused(data, words):
     assert words in str(caught.value)
 
 
-@pytest.mark.parametrize("position", [7, "4", [4], None])
+@pytest.mark.parametrize("position", [8, "4", [4], None])
 def test_position_sillytavern_does_not_define_is_kept_and_named_unknown(position):
     book = parse_world_info(
         {"entries": {"0": {"key": ["a"], "content": "x", "position": position}}},
