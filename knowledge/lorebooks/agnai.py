@@ -6,7 +6,10 @@ text, `keywords` the keys, `name` the title. Its `entries` is a list like a
 World Info file written by some tools, so the `kind` marks it; read as
 World Info it would lose every key and text. SillyTavern imports these
 books too (convertAgnaiMemoryBook in public/scripts/world-info.js), and
-KoboldAI Lite (load_agnai_wi); they read the same fields.
+KoboldAI Lite (load_agnai_wi); they read the same fields. What that
+converter makes of an entry (its `order` from `weight`, its comment from
+`name`) is kept under SillyTavern's names, so the World Info engine applies
+it; an entry some tools write with `constant: true` is constant.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from .entries import Entry, Lorebook, LorebookError, kind_of, key_line, split_ke
 
 FORMAT = "Agnai memory book"
 
-_USED = {"name", "entry", "keywords", "enabled"}
+_USED = {"name", "entry", "keywords", "enabled", "constant"}
 
 
 def parse(data: dict, *, name: str) -> Lorebook:
@@ -61,16 +64,32 @@ def _entry(raw, index: int) -> Entry:
         raise LorebookError(FORMAT, "keywords must be a list of strings", entry=label, field="keywords")
     plain, patterns = split_keys(keywords)
 
-    enabled = raw.get("enabled", True)
-    if enabled is None:
-        enabled = True
-    if not isinstance(enabled, bool):
-        raise LorebookError(FORMAT, f"enabled must be true or false, found {kind_of(enabled)}", entry=label, field="enabled")
+    extras = {key: value for key, value in raw.items() if key not in _USED}
+    extras.update(_sillytavern_fields(raw, title or ""))
     return Entry(
         title=(title or "").strip() or (plain[0] if plain else patterns[0] if patterns else f"Entry {index + 1}"),
         text=text,
         keys=plain,
         regex_keys=patterns,
-        enabled=enabled,
-        extras={key: value for key, value in raw.items() if key not in _USED},
+        enabled=_flag(raw, "enabled", True, label),
+        constant=_flag(raw, "constant", False, label),
+        extras=extras,
     )
+
+
+def _flag(raw: dict, field: str, default: bool, label) -> bool:
+    value = raw.get(field, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise LorebookError(FORMAT, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
+    return value
+
+
+def _sillytavern_fields(raw: dict, title: str) -> dict:
+    """What convertAgnaiMemoryBook sets from the entry, by SillyTavern's names."""
+    fields = {"comment": title, "addMemo": bool(title), "selective": False}
+    weight = raw.get("weight")
+    if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+        fields["order"] = weight
+    return fields

@@ -14,6 +14,12 @@ JSON string (current stories keep their text in `content.document`, a
 base64 binary the lorebook does not need). Either is named by its title.
 NovelAI's "export as image" puts a `.lorebook`'s JSON, base64-encoded, in a
 PNG's `naidata` text chunk.
+
+SillyTavern imports a `.lorebook` too (convertNovelLorebook in
+public/scripts/world-info.js): what it sets from an entry (its `order`
+from `contextConfig.budgetPriority`, 0 without one; its comment from
+`displayName`) is kept under SillyTavern's names, so the World Info engine
+applies it.
 """
 
 from __future__ import annotations
@@ -186,6 +192,7 @@ def _entry(raw, index: int, categories: dict) -> Entry | None:
     title = (display or "").strip() or (plain[0] if plain else patterns[0] if patterns else f"Entry {index + 1}")
 
     extras = {key: value for key, value in raw.items() if key not in _USED}
+    extras.update(_sillytavern_fields(raw, display or ""))
     category = raw.get("category")
     if category:
         extras["categoryName"] = categories.get(category, category)
@@ -207,3 +214,11 @@ def _flag(raw: dict, field: str, default: bool, label) -> bool:
     if not isinstance(value, bool):
         raise LorebookError(FORMAT, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
     return value
+
+
+def _sillytavern_fields(raw: dict, display: str) -> dict:
+    """What convertNovelLorebook sets from the entry, by SillyTavern's names."""
+    config = raw.get("contextConfig")
+    priority = config.get("budgetPriority") if isinstance(config, dict) else None
+    valid = isinstance(priority, (int, float)) and not isinstance(priority, bool)
+    return {"comment": display, "addMemo": bool(display.strip()), "selective": False, "order": priority if valid else 0}

@@ -7,7 +7,10 @@ useRegex, folder, ...}]}`. `key` and `secondkey` are comma strings;
 `mode` "folder" is a folder, not lore: its `comment` names it and the
 entries whose `folder` is its `key` carry that name. SillyTavern imports
 these files the same way (convertRisuLorebook in
-public/scripts/world-info.js), which is where the field meanings come from.
+public/scripts/world-info.js), which is where the field meanings come from;
+what that converter sets (`order` from `insertorder`, `probability` from
+`activationPercent`, the comment) is kept under SillyTavern's names too,
+so the World Info engine applies it.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def _entry(raw: dict, index: int, folders: dict) -> Entry:
         raise LorebookError(FORMAT, f"alwaysActive must be true or false, found {kind_of(constant)}", entry=label, field="alwaysActive")
 
     extras = {key: value for key, value in raw.items() if key not in _USED}
+    extras.update(_sillytavern_fields(raw))
     if raw.get("folder") in folders:
         extras["folderName"] = folders[raw["folder"]]
     return Entry(
@@ -85,3 +89,15 @@ def _entry(raw: dict, index: int, folders: dict) -> Entry:
         extras=extras,
     )
 
+
+def _sillytavern_fields(raw: dict) -> dict:
+    """What convertRisuLorebook sets from the entry, by SillyTavern's names."""
+    comment = raw.get("comment")
+    fields = {"comment": comment if isinstance(comment, str) else "", "addMemo": True}
+    for name, st_name in (("insertorder", "order"), ("activationPercent", "probability")):
+        value = raw.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            fields[st_name] = value
+    if "probability" in fields:
+        fields["useProbability"] = True
+    return fields

@@ -24,7 +24,8 @@ def test_memory_book_keeps_titles_texts_keywords_and_enabled():
     mira, karth = book.entries
     assert (mira.title, mira.text, mira.keys) == ("Mira Vell", "Mira Vell keeps the maps.", ("Mira", "cartographer"))
     assert mira.enabled and not karth.enabled
-    assert mira.extras == {"priority": 10, "weight": 5}
+    assert mira.extras == {"priority": 10, "weight": 5, "comment": "Mira Vell", "addMemo": True, "selective": False,
+                           "order": 5}
     assert book.extras["kind"] == "memory" and book.extras["description"] == "People of the road"
 
 
