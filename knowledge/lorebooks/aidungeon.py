@@ -12,17 +12,23 @@ stripped and kept in extras; a key with regex metacharacters becomes a
 regex key written `/…/i` (AI Dungeon matched keys case-insensitively), the
 key as written kept beside it. Scenario dumps stringify booleans and lists
 (`"false"`, `"[\"a\",\"b\"]"`); they are read back.
+
+Archivers (AIDCAT among them) export many scenarios at once, as a list of
+scenario objects, each with its own world info or story cards: one book
+holds them all, each entry noting its scenario.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from .entries import Entry, Lorebook, LorebookError, compiles_as_pattern, kind_of, split_keys
 
 CARDS = "AI Dungeon story cards"
 WORLD_INFO = "AI Dungeon world info"
+SCENARIOS = "AI Dungeon scenarios"
 
 _WRAPPERS = ("storyCards", "worldInfo", "worldInfos", "cards")
 _USED = {"keys", "value", "entry", "title"}
@@ -65,6 +71,48 @@ def parse(data, *, name: str) -> Lorebook:
                 "of their own, kept with the book but not read: import an option's own export for its entries"
             )
     return Lorebook(format=format_name, name=name, entries=tuple(entries), extras=extras, notes=tuple(notes))
+
+
+def is_scenario(item) -> bool:
+    """A scenario object: its cards under one of the wrappers' names."""
+    return isinstance(item, dict) and any(key in item for key in _WRAPPERS)
+
+
+def parse_scenarios(data: list, *, name: str) -> Lorebook:
+    """A list of scenario objects as one book: every scenario's cards in
+    the list's order, each entry's extras naming its scenario (`scenario`,
+    and `scenarioId` where it has one). A fault names its scenario."""
+    entries, skipped, in_options, kept = [], 0, 0, []
+    for number, scenario in enumerate(data, start=1):
+        if not is_scenario(scenario):
+            raise LorebookError(SCENARIOS, f"scenario {number} is {kind_of(scenario)} with no world info or story cards")
+        title = scenario.get("title") if isinstance(scenario.get("title"), str) and scenario["title"].strip() else ""
+        label = title.strip() or f"Scenario {number}"
+        cards, wrapper = _cards(scenario)
+        origin = {"scenario": label}
+        scenario_id = scenario.get("publicId") or scenario.get("id")
+        if scenario_id is not None:
+            origin["scenarioId"] = scenario_id
+        for index, raw in enumerate(cards):
+            entry = _entry(raw, index, f"{SCENARIOS} (scenario “{label}”)")
+            if entry is None:
+                skipped += 1
+            else:
+                entries.append(replace(entry, extras={**entry.extras, **origin}))
+        in_options += _option_cards(scenario.get("options"))
+        kept.append({key: value for key, value in scenario.items() if key != wrapper})
+    notes = [f"{len(data)} scenario{'' if len(data) == 1 else 's'} read into one book, "
+             f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} between them"]
+    if not entries:
+        notes.insert(0, "empty lorebook")
+    if skipped:
+        notes.append(f"{skipped} blank entr{'y' if skipped == 1 else 'ies'} with no keys and no text skipped")
+    if in_options:
+        notes.append(
+            f"the scenarios' options carry {in_options} more world info entr{'y' if in_options == 1 else 'ies'} "
+            "of their own, kept with the book but not read: import an option's own export for its entries"
+        )
+    return Lorebook(format=SCENARIOS, name=name, entries=tuple(entries), extras={"scenarios": kept}, notes=tuple(notes))
 
 
 def _option_cards(options, depth: int = 0) -> int:

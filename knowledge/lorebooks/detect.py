@@ -103,7 +103,8 @@ def _is_character_book(document: dict) -> bool:
 
 def _parse_list(document: list, *, name: str) -> Lorebook:
     """Bare arrays: AI Dungeon's cards (`value`) and world info (`entry`),
-    KoboldAI's world info (`key` and `content`)."""
+    or its scenarios (each with its cards), KoboldAI's world info (`key`
+    and `content`)."""
     first = next((item for item in document if isinstance(item, dict)), None)
     if first is None:
         if document:
@@ -113,4 +114,6 @@ def _parse_list(document: list, *, name: str) -> Lorebook:
         return koboldai.parse(document, name=name)
     if "keys" in first or "value" in first or "entry" in first:
         return aidungeon.parse(document, name=name)
+    if aidungeon.is_scenario(first):
+        return aidungeon.parse_scenarios(document, name=name)
     raise LorebookError("JSON", f"this list is not a format Loremaster reads; it reads {KNOWN}")

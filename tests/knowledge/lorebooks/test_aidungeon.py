@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.lorebooks import read
 from knowledge.lorebooks.aidungeon import parse
 from knowledge.lorebooks.entries import LorebookError
 
@@ -158,3 +159,35 @@ def test_a_titled_card_without_keys_or_text_is_kept():
     (entry,) = parse([card(keys="", value="", title="To write")], name="x").entries
 
     assert entry.title == "To write" and entry.keys == ()
+
+
+# Archives of many scenarios (AIDCAT's exports): a list of scenario objects.
+
+
+def test_a_list_of_scenarios_is_one_book_of_every_scenarios_entries():
+    book = read((DATA / "aid_scenarios_archive.json").read_bytes(), name="archive.json")
+
+    assert book.format == "AI Dungeon scenarios"
+    assert [entry.title for entry in book.entries] == ["Mira", "Karth", "Oren", "bell"]
+    assert [entry.extras["scenario"] for entry in book.entries] == [
+        "The Salt Road", "The Salt Road", "Westhaven Nights", "Scenario 3"]
+    assert book.entries[2].extras["scenarioId"] == "5e1f0000-0000-4000-8000-000000000102"
+    assert book.entries[3].extras["scenarioId"] == "9100003" and book.entries[3].extras["hidden"] is False
+    assert "3 scenarios read into one book, 4 entries between them" in book.notes
+    assert any("1 blank entry" in note for note in book.notes)
+    assert any("options carry 1 more world info entry" in note for note in book.notes)
+    assert [scenario["prompt"] for scenario in book.extras["scenarios"]][1] == "The lamps of Westhaven are going out."
+    assert all("worldInfo" not in s and "storyCards" not in s for s in book.extras["scenarios"])
+
+
+def test_a_fault_in_a_scenario_list_names_the_scenario_entry_and_field():
+    scenarios = [{"title": "Fine", "worldInfo": []}, {"title": "Broken", "worldInfo": [{"keys": 7, "entry": "x"}]}]
+    with pytest.raises(LorebookError) as caught:
+        read(json.dumps(scenarios).encode(), name="archive.json")
+
+    assert str(caught.value).startswith("AI Dungeon scenarios (scenario “Broken”), entry 0, field “keys”")
+
+
+def test_a_scenario_list_with_something_else_in_it_is_refused_naming_its_place():
+    with pytest.raises(LorebookError, match="scenario 2 is a string"):
+        read(json.dumps([{"title": "Fine", "worldInfo": []}, "stray"]).encode(), name="archive.json")

@@ -36,6 +36,7 @@ def as_bytes(document) -> bytes:
     ("kobold_united_save.json", "KoboldAI world info (v2)"),
     ("kobold_united_wi_export.json", "KoboldAI world info (v2)"),
     ("aid_scenario_with_options.json", "AI Dungeon"),
+    ("aid_scenarios_archive.json", "AI Dungeon scenarios"),
 ])
 def test_each_tools_file_reaches_its_importer_whatever_its_name(filename, format_starts):
     book = read((DATA / filename).read_bytes(), name="renamed.txt")
