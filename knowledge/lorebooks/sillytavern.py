@@ -16,8 +16,6 @@ stale and it is never a second book: it is ignored, with a note.
 
 from __future__ import annotations
 
-import copy
-
 from knowledge.lorebooks.entries import Entry, Lorebook, LorebookError, key_line, split_keys
 from worldinfo.records import BookSettings
 
@@ -83,6 +81,8 @@ ENTRY_DEFAULTS: dict = {
     "triggers": [],
     "characterFilter": {"isExclude": False, "names": [], "tags": []},
 }
+#: The defaults each entry needs a copy of (a list, an object).
+MUTABLE = frozenset(name for name, value in ENTRY_DEFAULTS.items() if isinstance(value, (list, dict)))
 #: What the importers add to an entry's extras of their own (the filled
 #: fields' names, readable labels): notes for Loremaster, never SillyTavern fields.
 ANNOTATIONS = frozenset({"defaulted", "position_name", "selectiveLogic_name", "role_name", "keysecondary_regex"})
@@ -94,8 +94,18 @@ SETTINGS_KEY = "loremaster_settings"
 
 def entry_default(field_name: str):
     """The template's default for a field, a fresh copy of a list or an
-    object, so no two entries share one."""
-    return copy.deepcopy(ENTRY_DEFAULTS[field_name])
+    object, so no two entries share one (the others are immutable and
+    shared: a 100,000-entry book fills millions of fields)."""
+    default = ENTRY_DEFAULTS[field_name]
+    return _fresh(default) if field_name in MUTABLE else default
+
+
+def _fresh(value: list | dict) -> list | dict:
+    """A copy of a default list, or of a default object and the lists in it
+    (no default nests deeper), many times quicker than deepcopy."""
+    if isinstance(value, list):
+        return list(value)
+    return {key: list(item) if isinstance(item, list) else item for key, item in value.items()}
 
 
 def title_for(comment, keys, uid) -> str:

@@ -16,7 +16,7 @@ Pure Python, like the importers.
 
 from __future__ import annotations
 
-from .sillytavern import ENTRY_DEFAULTS, LOGIC_NAMES, POSITION_NAMES, ROLE_NAMES, entry_default, enum_name
+from .sillytavern import ENTRY_DEFAULTS, LOGIC_NAMES, MUTABLE, POSITION_NAMES, ROLE_NAMES, entry_default, enum_name
 
 #: The readable labels the importers add beside numbered settings, rebuilt on reading.
 LABELS = {"position_name": ("position", POSITION_NAMES), "selectiveLogic_name": ("selectiveLogic", LOGIC_NAMES),
@@ -26,7 +26,9 @@ FILLED_ORDER = (*ENTRY_DEFAULTS, "displayIndex")
 
 
 def _default(name: str, extras: dict):
-    return extras.get("uid") if name == "displayIndex" else entry_default(name)
+    if name == "displayIndex":
+        return extras.get("uid")
+    return entry_default(name) if name in MUTABLE else ENTRY_DEFAULTS[name]
 
 
 def _is_default(name: str, value, extras: dict) -> bool:
