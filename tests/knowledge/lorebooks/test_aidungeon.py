@@ -161,7 +161,9 @@ def test_a_titled_card_without_keys_or_text_is_kept():
     assert entry.title == "To write" and entry.keys == ()
 
 
-# Archives of many scenarios (AIDCAT's exports): a list of scenario objects.
+# Archives of many scenarios (AIDCAT's exports): a list of scenario objects as
+# AI Dungeon's API gave them, an option's own scenario after its parents
+# (`isOption`), whose `options` name the options without their world info.
 
 
 def test_a_list_of_scenarios_is_one_book_of_every_scenarios_entries():
@@ -173,11 +175,12 @@ def test_a_list_of_scenarios_is_one_book_of_every_scenarios_entries():
         "The Salt Road", "The Salt Road", "Westhaven Nights", "Scenario 3"]
     assert book.entries[2].extras["scenarioId"] == "5e1f0000-0000-4000-8000-000000000102"
     assert book.entries[3].extras["scenarioId"] == "9100003" and book.entries[3].extras["hidden"] is False
-    assert "3 scenarios read into one book, 4 entries between them" in book.notes
+    assert "4 scenarios read into one book, 4 entries between them" in book.notes
     assert any("1 blank entry" in note for note in book.notes)
     assert any("options carry 1 more world info entry" in note for note in book.notes)
     assert [scenario["prompt"] for scenario in book.extras["scenarios"]][1] == "The lamps of Westhaven are going out."
     assert all("worldInfo" not in s and "storyCards" not in s for s in book.extras["scenarios"])
+    assert book.extras["scenarios"][3]["isOption"] is True
 
 
 def test_a_fault_in_a_scenario_list_names_the_scenario_entry_and_field():
