@@ -56,7 +56,7 @@ def _flag(label: str) -> forms.BooleanField:
 
 
 def _tristate(label: str) -> forms.ChoiceField:
-    choices = [(entrysettings.BOOK, "The book's setting"), (entrysettings.YES, "Yes"), (entrysettings.NO, "No")]
+    choices = [(entrysettings.BOOK, "As the book"), (entrysettings.YES, "Yes"), (entrysettings.NO, "No")]
     return forms.ChoiceField(label=label, choices=choices, required=False)
 
 
@@ -72,8 +72,8 @@ class Refusals:
 
 
 POSITIONS = {k: v[0].upper() + v[1:] for k, v in records.POSITION_WORDS.items()}
-LOGICS = {records.AND_ANY: "And any secondary key", records.NOT_ALL: "Not all secondary keys",
-          records.NOT_ANY: "No secondary key", records.AND_ALL: "And all secondary keys"}
+LOGICS = {records.AND_ANY: "Any of them", records.NOT_ALL: "Not all of them",
+          records.NOT_ANY: "None of them", records.AND_ALL: "All of them"}
 ROLES = {k: v.capitalize() for k, v in records.ROLE_NAMES.items()}
 
 
@@ -92,7 +92,7 @@ class EntryForm(Refusals, forms.Form):
     position = _choice("Position", POSITIONS)
     secondary_keys = forms.CharField(label="Secondary keys", required=False, max_length=5000)
     selective = _flag("Use the secondary keys")
-    logic = _choice("Logic", LOGICS)
+    logic = _choice("Match", LOGICS)
     depth = _count("Depth", high=1000)
     role = _choice("Role", ROLES)
     probability = _count("Probability", high=100)
@@ -195,7 +195,7 @@ class BookSettingsForm(Refusals, forms.Form):
     recursive = _flag("Recursive scanning")
     max_recursion_steps = _count("Max recursion steps", high=100, blank=False)
     min_activations = _count("Min activations", high=10_000, blank=False)
-    min_activations_depth_max = _count("Max depth", high=1000, blank=False)
+    min_activations_depth_max = _count("Min activations max depth", high=1000, blank=False)
     case_sensitive = _flag("Case-sensitive keys")
     match_whole_words = _flag("Whole words only")
     use_group_scoring = _flag("Group scoring")
