@@ -173,18 +173,15 @@ def _book_context(source: KnowledgeSource, **extra) -> dict:
 @require_GET
 def source_detail(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
     """The source's passages as they were indexed, heading trails included;
-    for a lorebook, its entries (each with its editor), a form for a new
-    one, its World Info settings and what the file kept."""
+    for a lorebook, its entries, a form for a new one, its World Info
+    settings and what the file kept. An entry's editor is asked for when
+    it is opened (`entry_edit`): forty fields for each of a page's hundred
+    entries made the page take seconds."""
     source = _source_for(request, pk, source_id)
-    entries = None
-    if source.is_lorebook:
-        entries = selectors.source_entries(source, page=request.GET.get("page"))
-        for entry in entries:
-            entry.form = EntryForm.for_entry(entry)
     return render(request, "knowledge/source_detail.html", _book_context(
         source,
         passages=[] if source.is_lorebook else selectors.source_passages(source),
-        entries=entries,
+        entries=selectors.source_entries(source, page=request.GET.get("page")) if source.is_lorebook else None,
         kept=selectors.kept_fields(source) if source.is_lorebook else [],
         jobs=source.jobs.order_by("-created")[:10],
         new_entry=NewEntryForm(auto_id="new-entry-%s"),
@@ -208,12 +205,19 @@ def _answer(request: HttpRequest, source: KnowledgeSource, *, error: str, saved:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> HttpResponse:
-    """Saves one entry (its text, keys and every World Info setting) and
-    re-indexes its book; htmx gets the entry back, with the outcome in it."""
+    """GET: the entry's editor (htmx, when the reader opens it), or a page
+    of the entry with its editor open (no JavaScript). POST: saves the
+    entry (its text, keys and every World Info setting) and re-indexes its
+    book; htmx gets the entry back, with the outcome in it."""
     source = _source_for(request, pk, source_id)
     entry = get_object_or_404(LoreEntry, pk=entry_id, source=source)
+    if request.method == "GET":
+        entry = selectors.entry_view(entry)
+        entry.form = EntryForm.for_entry(entry)
+        template = "knowledge/source_detail.html#editor" if request.htmx else "knowledge/entry_edit.html"
+        return render(request, template, _book_context(source, entry=entry))
     form = EntryForm.for_entry(entry, data=request.POST)
     error = form.problems()
     if form.is_valid():
@@ -226,7 +230,7 @@ def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> 
         except services.ImportRefused as exc:
             error = str(exc)
     entry = selectors.entry_view(LoreEntry.objects.get(pk=entry.pk))
-    entry.form = form if error else EntryForm.for_entry(entry)
+    entry.form = form if error else None
     return _answer(request, source, error=f"{entry}: {error}" if error and not request.htmx else error,
                    saved=f"Saved “{entry}”; the book is being re-indexed.", partial="entry",
                    context={"entry": entry, "entry_error": error, "entry_saved": not error})
@@ -236,7 +240,7 @@ def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> 
 @require_POST
 def entry_add(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
     """Adds an entry at the end of the book and re-indexes it; htmx gets the
-    form back, emptied, with the new entry (editable) under it."""
+    form back, emptied, with the new entry under it to edit."""
     source = _source_for(request, pk, source_id)
     if not source.is_lorebook:
         raise Http404("Only lorebooks have entries.")
@@ -249,7 +253,6 @@ def entry_add(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
             error = str(exc)
     if added is not None:
         added = selectors.entry_view(added)
-        added.form = EntryForm.for_entry(added)
         form = NewEntryForm(auto_id="new-entry-%s")
     return _answer(request, source, error=error, saved=f"Added “{added}”; the book is being re-indexed.",
                    partial="add", context={"new_entry": form, "added": added, "add_error": error})

@@ -59,6 +59,17 @@ def extras_of(entry) -> dict:
     return expand(LoreEntry.objects.get(pk=entry.pk).extras)
 
 
+def test_the_editor_comes_when_opened_and_has_a_page_of_its_own_without_javascript(reader, westhaven):
+    entry = westhaven.entries.get(title="Mira's secret")
+    page = reader.get(url("source_detail", westhaven)).content.decode()
+    assert 'name="probability"' not in page and f'hx-get="{url("entry_edit", westhaven, entry)}"' in page
+    editor = reader.get(url("entry_edit", westhaven, entry), **HX).content.decode()
+    assert editor.lstrip().startswith('<div class="entry-editor">')
+    assert '<option value="4" selected>At depth</option>' in editor and 'name="depth" value="2"' in editor
+    alone = reader.get(url("entry_edit", westhaven, entry)).content.decode()
+    assert "<html" in alone and '<details class="entry-edit" open>' in alone and 'name="depth" value="2"' in alone
+
+
 def test_every_world_info_setting_is_saved_under_sillytaverns_names(reader, westhaven, django_capture_on_commit_callbacks):
     entry = westhaven.entries.get(title="The Lantern Guild")
     changes = dict(
@@ -324,6 +335,7 @@ def test_another_reader_reaches_no_editor_of_the_book(reader, campaign, westhave
         kwargs = {"pk": pk, "source_id": westhaven.pk}
         with_entry = {**kwargs, "entry_id": entry.pk}
         assert reader.post(reverse("entry_edit", kwargs=with_entry), data).status_code == 404
+        assert reader.get(reverse("entry_edit", kwargs=with_entry), **HX).status_code == 404
         assert reader.get(reverse("entry_delete", kwargs=with_entry)).status_code == 404
         assert reader.post(reverse("entry_delete", kwargs=with_entry)).status_code == 404
         assert reader.post(reverse("entry_add", kwargs=kwargs), {"title": "Mine"}).status_code == 404
