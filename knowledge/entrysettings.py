@@ -69,6 +69,9 @@ SETTINGS = (
     ("match_scenario", "matchScenario", FLAG),
     ("match_creator_notes", "matchCreatorNotes", FLAG),
 )
+#: The extras the editor edits: what an entry's page shows besides them
+#: is what the file kept that nothing uses.
+EDITED = frozenset({st for _, st, _ in SETTINGS} | {"group", "characterFilter", "triggers"})
 #: The tri-state choices: the book's setting, or the entry's own.
 BOOK, YES, NO = "", "yes", "no"
 

@@ -12,7 +12,7 @@ from knowledge import services
 from knowledge.lorebooks.stored import expand
 from knowledge.models import KnowledgeSource, LoreEntry
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.helpers import horizontal_overflow
+from tests.browser.helpers import axe_violations, horizontal_overflow
 from worldinfo.records import BookSettings
 
 DATA = Path(__file__).parents[1] / "knowledge" / "lorebooks" / "data"
@@ -47,6 +47,7 @@ def test_an_entry_is_placed_at_depth_made_sticky_and_grouped_in_place(page, camp
     for section in ("Secondary keys", "Matching and recursion", "Characters and triggers"):
         guild.locator("details.section > summary", has_text=section).click()
     assert horizontal_overflow(page) <= 0
+    assert axe_violations(page) == []
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     guild.screenshot(path=str(ARTIFACTS / f"entry-editor-{width}.png"))
 

@@ -10,7 +10,7 @@ import pytest
 from django import forms
 from django.urls import reverse
 
-from knowledge import services
+from knowledge import selectors, services
 from knowledge.forms import EntryForm
 from knowledge.lorebooks.stored import expand
 from knowledge.models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
@@ -350,3 +350,9 @@ def test_the_export_carries_the_edited_settings(reader, westhaven):
     reader.post(url("entry_edit", westhaven, entry), posted(entry, position="4", depth=3, sticky=2, groups="g"), **HX)
     written = services.world_info_of(westhaven)["entries"]["0"]
     assert (written["position"], written["depth"], written["sticky"], written["group"]) == (4, 3, 2, "g")
+
+
+def test_an_entrys_kept_settings_leave_out_what_the_editor_edits(westhaven):
+    names = {name for name, _ in selectors.entry_view(westhaven.entries.get(title="Sea serpents")).kept}
+    assert "addMemo" in names and "automationId" in names
+    assert not names & {"probability", "position", "depth", "role", "sticky", "group", "order", "scanDepth"}

@@ -55,7 +55,7 @@ def test_the_source_page_shows_entries_keys_flags_and_kept_settings(reader, camp
     body = page.content.decode()
     assert "The Lantern Guild" in body and "lamplighters" in body and "/sea ?serpents?/i" in body
     assert "Always included" in body and "Disabled" in body
-    assert "Kept from the file" in body and "scan_depth" in body and "probability" in body
+    assert "Kept from the file" in body and "scan_depth" in body and "addMemo" in body
     assert reverse("source_export", kwargs={"pk": campaign.pk, "source_id": westhaven.pk}) in body
 
 
