@@ -179,11 +179,13 @@ def _write_filter(result: dict, names: list[str], exclude: bool) -> None:
 
 
 def _write_triggers(result: dict, chosen: list[str]) -> None:
+    """The generation types ticked, after the entry's others; the file's
+    list as it was when the same types are ticked, in whatever order."""
     old = result.get("triggers") if isinstance(result.get("triggers"), list) else []
     offered = {name for name, _ in TRIGGERS}
-    triggers = [t for t in old if t not in offered] + [name for name, _ in TRIGGERS if name in chosen]
-    if triggers != old and (triggers or "triggers" in result):
-        result["triggers"] = triggers
+    if {t for t in old if t in offered} == set(chosen):
+        return
+    result["triggers"] = [t for t in old if t not in offered] + [name for name, _ in TRIGGERS if name in chosen]
 
 
 def summary(values: dict) -> list[str]:

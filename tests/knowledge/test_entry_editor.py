@@ -356,3 +356,22 @@ def test_an_entrys_kept_settings_leave_out_what_the_editor_edits(westhaven):
     names = {name for name, _ in selectors.entry_view(westhaven.entries.get(title="Sea serpents")).kept}
     assert "addMemo" in names and "automationId" in names
     assert not names & {"probability", "position", "depth", "role", "sticky", "group", "order", "scanDepth"}
+
+
+def test_triggers_ticked_as_the_file_had_them_keep_the_files_order(reader, westhaven):
+    entry = westhaven.entries.get(title="Sea serpents")
+    LoreEntry.objects.filter(pk=entry.pk).update(extras={**entry.extras, "triggers": ["regenerate", "normal"]})
+    entry.refresh_from_db()
+    reader.post(url("entry_edit", westhaven, entry), posted(entry), **HX)
+    assert extras_of(entry)["triggers"] == ["regenerate", "normal"]
+    reader.post(url("entry_edit", westhaven, entry), posted(entry, triggers=[]), **HX)
+    assert extras_of(entry)["triggers"] == []
+
+
+@pytest.mark.parametrize("name", ["st_westhaven.json", "st_default_eldoria.json", "chub_lorebook_saltroad.json"])
+def test_saving_every_entry_unchanged_leaves_the_export_as_it_was(reader, campaign, name):
+    source = services.source_index_now(imported(campaign, name))
+    before = services.world_info_of(source)
+    for entry in source.entries.all():
+        assert reader.post(url("entry_edit", source, entry), posted(entry), **HX).status_code == 200
+    assert services.world_info_of(source) == before
