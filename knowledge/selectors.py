@@ -12,6 +12,7 @@ from django.db.models import Count, Sum
 from endpoints import embeddings
 from storyapp.models import Campaign
 
+from . import entrysettings
 from .models import IndexJob, KnowledgeChunk, KnowledgeSource, LoreEntry
 from .lorebooks.stored import expand
 from .services.books import USED_EXTRAS
@@ -58,12 +59,15 @@ def source_entries(source: KnowledgeSource, *, page: str | int | None = 1, per_p
 
 def entry_view(entry: LoreEntry) -> LoreEntry:
     """The entry with what its page shows: its keys as the line the reader
-    edits, and the settings the file gave it that Loremaster keeps unused."""
+    edits, its World Info settings in brief, and what the file gave it
+    that nothing uses (the settings the editor edits are not repeated)."""
     entry.key_text = ", ".join(entry.all_keys)
     extras = expand(entry.extras or {})
+    entry.world_info = entrysettings.summary(entrysettings.settings_of(extras))
     filled = set(extras.get("defaulted") or ())
     entry.kept = [
-        (name, _shown(value)) for name, value in sorted(extras.items()) if name not in USED_EXTRAS | filled
+        (name, _shown(value)) for name, value in sorted(extras.items())
+        if name not in USED_EXTRAS | entrysettings.EDITED | filled
     ]
     return entry
 

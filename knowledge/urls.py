@@ -15,4 +15,11 @@ urlpatterns = [
         views.entry_edit,
         name="entry_edit",
     ),
+    path("campaigns/<int:pk>/library/<int:source_id>/entries/new/", views.entry_add, name="entry_add"),
+    path(
+        "campaigns/<int:pk>/library/<int:source_id>/entries/<int:entry_id>/delete/",
+        views.entry_delete,
+        name="entry_delete",
+    ),
+    path("campaigns/<int:pk>/library/<int:source_id>/world-info/", views.book_settings, name="book_settings"),
 ]

@@ -25,7 +25,7 @@ import quotas
 from storyapp.models import Campaign
 
 from . import selectors, services
-from .forms import EntryForm, LimitedUploadHandler, SourceForm, UploadOptionsForm
+from .forms import BookSettingsForm, EntryForm, LimitedUploadHandler, NewEntryForm, SourceForm, UploadOptionsForm
 from .models import KnowledgeSource, LoreEntry
 
 LIBRARY = "knowledge/library.html"
@@ -165,60 +165,137 @@ def _upload_response(request, campaign, *, created=(), duplicates=(), refused=()
     return render(request, LIBRARY + "#library", context, status=status if refusal else 200)
 
 
+def _book_context(source: KnowledgeSource, **extra) -> dict:
+    return {"campaign": source.campaign, "source": source, **extra}
+
+
 @login_required
 @require_GET
 def source_detail(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
     """The source's passages as they were indexed, heading trails included;
-    for a lorebook, its entries (editable) and what the file kept."""
+    for a lorebook, its entries, a form for a new one, its World Info
+    settings and what the file kept. An entry's editor is asked for when
+    it is opened (`entry_edit`): forty fields for each of a page's hundred
+    entries made the page take seconds."""
     source = _source_for(request, pk, source_id)
-    return render(request, "knowledge/source_detail.html", {
-        "campaign": source.campaign,
-        "source": source,
-        "passages": [] if source.is_lorebook else selectors.source_passages(source),
-        "entries": selectors.source_entries(source, page=request.GET.get("page")) if source.is_lorebook else None,
-        "kept": selectors.kept_fields(source) if source.is_lorebook else [],
-        "jobs": source.jobs.order_by("-created")[:10],
-    })
+    return render(request, "knowledge/source_detail.html", _book_context(
+        source,
+        passages=[] if source.is_lorebook else selectors.source_passages(source),
+        entries=selectors.source_entries(source, page=request.GET.get("page")) if source.is_lorebook else None,
+        kept=selectors.kept_fields(source) if source.is_lorebook else [],
+        jobs=source.jobs.order_by("-created")[:10],
+        new_entry=NewEntryForm(auto_id="new-entry-%s"),
+        book_form=BookSettingsForm.for_source(source) if source.is_lorebook else None,
+    ))
+
+
+def _answer(request: HttpRequest, source: KnowledgeSource, *, error: str, saved: str, partial: str,
+            context: dict) -> HttpResponse:
+    """A book edit's answer: without htmx, the outcome as a message and the
+    source's page; with htmx, the edited part (a 400 with the reader's
+    draft and the reason when refused, which base.html's rule swaps in)."""
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, saved)
+        return redirect("source_detail", pk=source.campaign_id, source_id=source.pk)
+    return render(request, f"knowledge/source_detail.html#{partial}", _book_context(source, **context),
+                  status=400 if error else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> HttpResponse:
+    """GET: the entry's editor (htmx, when the reader opens it), or a page
+    of the entry with its editor open (no JavaScript). POST: saves the
+    entry (its text, keys and every World Info setting) and re-indexes its
+    book; htmx gets the entry back, with the outcome in it."""
+    source = _source_for(request, pk, source_id)
+    entry = get_object_or_404(LoreEntry, pk=entry_id, source=source)
+    if request.method == "GET":
+        entry = selectors.entry_view(entry)
+        entry.form = EntryForm.for_entry(entry)
+        template = "knowledge/source_detail.html#editor" if request.htmx else "knowledge/entry_edit.html"
+        return render(request, template, _book_context(source, entry=entry))
+    form = EntryForm.for_entry(entry, data=request.POST)
+    error = form.problems()
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.entry_update(
+                entry=entry, title=data["title"], keys=data["keys"], text=data["text"], enabled=data["enabled"],
+                constant=data["constant"], secondary_keys=data["secondary_keys"], settings=form.settings(),
+            )
+        except services.ImportRefused as exc:
+            error = str(exc)
+    entry = selectors.entry_view(LoreEntry.objects.get(pk=entry.pk))
+    entry.form = form if error else None
+    return _answer(request, source, error=f"{entry}: {error}" if error and not request.htmx else error,
+                   saved=f"Saved “{entry}”; the book is being re-indexed.", partial="entry",
+                   context={"entry": entry, "entry_error": error, "entry_saved": not error})
 
 
 @login_required
 @require_POST
-def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> HttpResponse:
-    """Saves one entry's title, keys, text and enabled state and re-indexes
-    its book; htmx gets the entry back, with the outcome in it."""
+def entry_add(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    """Adds an entry at the end of the book and re-indexes it; htmx gets the
+    form back, emptied, with the new entry under it to edit."""
     source = _source_for(request, pk, source_id)
-    entry = get_object_or_404(LoreEntry, pk=entry_id, source=source)
-    form = EntryForm(request.POST)
-    error = ""
+    if not source.is_lorebook:
+        raise Http404("Only lorebooks have entries.")
+    form = NewEntryForm(request.POST, auto_id="new-entry-%s")
+    error, added = form.problems(), None
     if form.is_valid():
         try:
-            services.entry_update(entry=entry, **form.cleaned_data)
+            added = services.entry_create(source=source, **form.cleaned_data)
         except services.ImportRefused as exc:
             error = str(exc)
-    else:
-        error = " ".join(str(e) for errors in form.errors.values() for e in errors)
-    if not request.htmx:
-        if error:
-            messages.error(request, f"{entry}: {error}")
-        else:
-            messages.success(request, f"Saved “{entry}”; the book is being re-indexed.")
-        return redirect("source_detail", pk=pk, source_id=source_id)
-    entry.refresh_from_db()
-    return render(request, "knowledge/source_detail.html#entry", {
-        "campaign": source.campaign, "source": source, "entry": selectors.entry_view(entry),
-        "entry_error": error, "entry_saved": not error, "draft": _entry_draft(request) if error else None,
-    }, status=200 if not error else 400)
+    if added is not None:
+        added = selectors.entry_view(added)
+        form = NewEntryForm(auto_id="new-entry-%s")
+    return _answer(request, source, error=error, saved=f"Added “{added}”; the book is being re-indexed.",
+                   partial="add", context={"new_entry": form, "added": added, "add_error": error})
 
 
-def _entry_draft(request: HttpRequest) -> dict:
-    """What the reader typed into a refused entry edit, shown back in its
-    fields (the entry itself shows what is saved)."""
-    return {
-        "title": request.POST.get("title", ""),
-        "key_text": request.POST.get("keys", ""),
-        "text": request.POST.get("text", ""),
-        "enabled": bool(request.POST.get("enabled")),
-    }
+@login_required
+@require_http_methods(["GET", "POST"])
+def entry_delete(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> HttpResponse:
+    """Asks first (the page without JavaScript; htmx asks in the browser),
+    then deletes the entry and re-indexes its book."""
+    source = _source_for(request, pk, source_id)
+    entry = get_object_or_404(LoreEntry, pk=entry_id, source=source)
+    if request.method == "GET":
+        return render(request, "knowledge/entry_delete.html", _book_context(source, entry=entry))
+    title, error = str(entry), ""
+    try:
+        services.entry_delete(entry=entry)
+    except services.ImportRefused as exc:
+        error = str(exc)
+    context = {"deleted": title}
+    if error:
+        entry = selectors.entry_view(LoreEntry.objects.get(pk=entry_id))
+        entry.form = EntryForm.for_entry(entry)
+        context = {"entry": entry, "entry_error": error}
+    return _answer(request, source, error=error, saved=f"Deleted “{title}”; the book is being re-indexed.",
+                   partial="entry" if error else "deleted", context=context)
+
+
+@login_required
+@require_POST
+def book_settings(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
+    """Saves a lorebook's World Info settings (no re-index: the passages
+    are the same); htmx gets the settings form back."""
+    source = _source_for(request, pk, source_id)
+    if not source.is_lorebook:
+        raise Http404("Only lorebooks have World Info settings.")
+    form = BookSettingsForm.for_source(source, data=request.POST)
+    error = form.problems()
+    if form.is_valid():
+        services.book_settings_update(source=source, settings=form.book_settings())
+        form = BookSettingsForm.for_source(source)
+    return _answer(request, source, error=error, saved="Saved the book's World Info settings.", partial="settings",
+                   context={"book_form": form, "settings_error": error, "settings_saved": not error})
 
 
 @login_required

@@ -18,8 +18,10 @@ The modules, each importing only those listed after it:
 
 - `uploads`: storing uploaded files, unread, for their jobs; importing a
   batch of files read in the calling process, each on its own.
-- `lorebooks`: storing a lorebook as a source with its entries, editing an
-  entry, and giving the book back as SillyTavern World Info.
+- `lorebooks`: storing a lorebook as a source with its entries, and giving
+  the book back as SillyTavern World Info.
+- `entries`: editing a lorebook's entries (change, add, delete) and its
+  World Info settings.
 - `regexcaps`: the regex keys a book and a campaign may hold, checked
   before a book or an edited entry is stored.
 - `sources`: what a reader or an importer does to a source (create,
@@ -51,7 +53,8 @@ from .indexing import (
 )
 from .jobs import dispatch, fair_share, job_cancel, job_retry
 from .liveness import jobs_reclaim, jobs_recover, jobs_resend_lost
-from .lorebooks import book_of, entry_update, lorebook_create, world_info_of, world_info_stream
+from .entries import book_settings_update, entry_create, entry_delete, entry_update
+from .lorebooks import book_of, lorebook_create, world_info_of, world_info_stream
 from .reading import (
     ALLOWED_SUFFIXES,
     LOREBOOK_SUFFIXES,
@@ -77,6 +80,9 @@ __all__ = [
     "ALLOWED_SUFFIXES",
     "LOREBOOK_SUFFIXES",
     "book_of",
+    "book_settings_update",
+    "entry_create",
+    "entry_delete",
     "entry_update",
     "lorebook_create",
     "read_upload",

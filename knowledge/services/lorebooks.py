@@ -1,5 +1,5 @@
-"""Lorebooks in the library: storing an imported book, editing its entries,
-and giving it back (issue 14).
+"""Lorebooks in the library: storing an imported book and giving it back
+(issue 14); editing it is knowledge.services.entries.
 
 A book is one source whose passages are cut from its entries
 (knowledge.chunking.chunk_entries), each passage tied to its entry so the
@@ -12,18 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from django.db import transaction
 
 from storyapp.models import Campaign
 
-from ..lorebooks import Entry, Lorebook, key_line, split_keys
+from ..lorebooks import Entry, Lorebook
 from ..lorebooks.cards import with_macros_filled
 from ..lorebooks.export import to_world_info, world_info_text
 from ..lorebooks.stored import expand
-from ..models import IndexJob, KnowledgeSource, LoreEntry
+from ..models import KnowledgeSource, LoreEntry
 from .books import entry_rows, metadata_for, render, title_of
-from .jobs import _enqueue, _job_for
-from .reading import ImportRefused, content_hash, source_always_include_check
+from .reading import source_always_include_check
 from .regexcaps import regex_keys_check
 from .sources import source_store
 
@@ -68,33 +66,6 @@ def lorebook_create(
         always_include=always_include, enabled=enabled, format=book.format[:80],
         metadata=metadata or metadata_for(book),
     )
-
-
-@transaction.atomic
-def entry_update(*, entry: LoreEntry, title: str, keys: str, text: str, enabled: bool) -> LoreEntry:
-    """Changes one entry and queues its book's re-index. `keys` is the
-    reader's comma-separated list; a key written /pattern/flags is a regex,
-    held to the same limits as an import's. The old passages stay
-    searchable until the new ones are swapped in."""
-    plain, patterns = split_keys(key_line(keys))
-    entry.title = title.strip()[:300]
-    entry.keys, entry.regex_keys = list(plain), list(patterns)
-    book = [entry if e.pk == entry.pk else e for e in entry.source.entries.only("title", "regex_keys", "secondary_keys")]
-    regex_keys_check(campaign_id=entry.source.campaign_id, name=entry.source.title, entries=book, replacing=entry.source)
-    entry.text = text.replace("\r\n", "\n").replace("\r", "\n")
-    entry.enabled = enabled
-    entry.save(update_fields=["title", "keys", "regex_keys", "text", "enabled"])
-    source = Source.objects.select_for_update().get(pk=entry.source_id)
-    content = render(source.entries.order_by("position"))
-    digest = content_hash(content)
-    if digest != source.sha256:
-        if Source.objects.filter(campaign_id=source.campaign_id, sha256=digest).exclude(pk=source.pk).exists():
-            raise ImportRefused("With this change the book would be the same as another source in this library.")
-        source.content, source.sha256 = content, digest
-        source.size_bytes = len(content.encode("utf-8"))
-        source.save(update_fields=["content", "sha256", "size_bytes", "updated"])
-        _enqueue(_job_for(source, kind=IndexJob.Kind.INDEX))
-    return entry
 
 
 def book_of(source: KnowledgeSource) -> Lorebook:

@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from knowledge.models import KnowledgeChunk, KnowledgeSource, LoreEntry
 from tests.factories import CampaignFactory
+from tests.knowledge.test_entry_editor import posted
 
 HX = {"HTTP_HX_REQUEST": "true"}
 DATA = Path(__file__).parent / "lorebooks" / "data"
@@ -54,7 +55,7 @@ def test_the_source_page_shows_entries_keys_flags_and_kept_settings(reader, camp
     body = page.content.decode()
     assert "The Lantern Guild" in body and "lamplighters" in body and "/sea ?serpents?/i" in body
     assert "Always included" in body and "Disabled" in body
-    assert "Kept from the file" in body and "scan_depth" in body and "probability" in body
+    assert "Kept from the file" in body and "scan_depth" in body and "addMemo" in body
     assert reverse("source_export", kwargs={"pk": campaign.pk, "source_id": westhaven.pk}) in body
 
 
@@ -64,10 +65,9 @@ def test_editing_an_entry_on_its_page_saves_it_and_reindexes_the_book(
     entry = westhaven.entries.get(title="The Lantern Guild")
     url = reverse("entry_edit", kwargs={"pk": campaign.pk, "source_id": westhaven.pk, "entry_id": entry.pk})
     with django_capture_on_commit_callbacks(execute=True):
-        response = reader.post(url, {
-            "title": "The Wick Guild", "keys": "wickmakers, /oil ?merchants?/i", "text": "They sell oil.",
-            "enabled": "on",
-        }, **HX)
+        response = reader.post(url, posted(
+            entry, title="The Wick Guild", keys="wickmakers, /oil ?merchants?/i", text="They sell oil.",
+        ), **HX)
     assert response.status_code == 200 and "Saved" in response.content.decode()
     entry.refresh_from_db()
     assert (entry.title, entry.keys, entry.regex_keys, entry.text) == (
@@ -80,7 +80,7 @@ def test_editing_an_entry_on_its_page_saves_it_and_reindexes_the_book(
 def test_a_broken_regex_key_is_refused_and_the_entry_is_left_as_it_was(reader, campaign, westhaven):
     entry = westhaven.entries.get(title="The Lantern Guild")
     url = reverse("entry_edit", kwargs={"pk": campaign.pk, "source_id": westhaven.pk, "entry_id": entry.pk})
-    response = reader.post(url, {"title": "X", "keys": "glade, /([a-z/", "text": "Y", "enabled": "on"}, **HX)
+    response = reader.post(url, posted(entry, title="X", keys="glade, /([a-z/", text="Y"), **HX)
     body = response.content.decode()
     assert response.status_code == 400 and "regular expression" in body
     # The edit stays open with what the reader typed, the reason above it.

@@ -21,6 +21,7 @@ from knowledge import retrieval, services
 from knowledge.models import KnowledgeSource, LoreEntry
 from knowledge.query import QueryInputs
 from knowledge.retrieval import keyindex, retrieve
+from tests.knowledge.test_entry_editor import posted
 
 HX = {"HTTP_HX_REQUEST": "true"}
 BOMB = "/(?#{n})(?:(?:(?:a{{100}}){{100}}){{100}})/"
@@ -98,7 +99,7 @@ def book(campaign):
 
 def edit(client, campaign, source, entry, keys):
     url = reverse("entry_edit", kwargs={"pk": campaign.pk, "source_id": source.pk, "entry_id": entry.pk})
-    return client.post(url, {"title": "Edited", "keys": keys, "text": "Changed.", "enabled": "on"}, **HX)
+    return client.post(url, posted(entry, title="Edited", keys=keys, text="Changed.", enabled=True), **HX)
 
 
 def test_the_editor_refuses_the_compile_bomb_quickly_with_a_400(reader, campaign, book, compiles):
