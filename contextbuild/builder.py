@@ -21,8 +21,8 @@ last thing the model reads, and everything before the last message changes
 only when history has to make room (see `history.fit_history`), so a server's prompt
 cache reuses all of it from one turn to the next.
 
-`api_mode = completions` renders the same content as one text with turn
-labels, for models without a chat template (`layout.render_completion`).
+`api_mode = completions` renders the same messages as one text in the
+model's instruct template (`instruct.render`; "plain" labels for base models).
 
 Every text is counted once. A joined text is costed as its pieces plus one
 token per blank line between them, and every message as its text plus
@@ -37,9 +37,9 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from . import inject, rules
+from . import inject, instruct, rules
 from .history import History, fit_history, history_sections
-from .layout import SYSTEM, conversation, render_completion, render_transcript
+from .layout import SYSTEM, conversation, render_transcript
 from .lengths import length_hint
 from .records import (
     INFERRED,
@@ -152,7 +152,10 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         system_text=messages[0]["content"],
         story_text=render_transcript(messages[1:]),
         messages=messages,
-        prompt_text=render_completion(messages) if inputs.settings.api_mode == "completions" else "",
+        prompt_text=(
+            instruct.render(list(messages), inputs.settings.instruct_template)
+            if inputs.settings.api_mode == "completions" else ""
+        ),
         report={},
     )
     report = _report(
@@ -297,6 +300,7 @@ def _report(
             "system": built.system_text,
             "story": built.story_text,
             "mode": settings.api_mode,
+            "template": settings.instruct_template if settings.api_mode == "completions" else "",
             "messages": [dict(m) for m in built.messages],
             "text": built.prompt_text,
         },

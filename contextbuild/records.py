@@ -52,6 +52,8 @@ class ModelSettings:
     temperature: float = 0.8
     max_output_tokens: int = 600
     context_token_budget: int = 8192
+    #: The instruct template completions mode renders in (contextbuild.instruct).
+    instruct_template: str = "plain"
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,10 @@ class DemoHandler(BaseHTTPRequestHandler):
             return self._send_error(step.status, step.message, retry_after=step.retry_after)
         reply = step.reply if step.reply is not None else narration.narrate([{"role": "user", "content": prompt}])
         finish = "stop"
+        # As a real server does: the reply ends before the first stop string.
+        stops = [s for s in body.get("stop") or () if isinstance(s, str) and s and s in reply]
+        if stops:
+            reply = reply[: min(reply.index(s) for s in stops)]
         if isinstance(limit, int) and limit > 0 and narration.count_tokens(reply) > limit:
             reply, finish = narration.truncate_tokens(reply, limit), "length"
         head = {"id": f"cmpl-demo-{demo._next_id()}", "created": int(time.time()), "model": model}
@@ -141,7 +145,10 @@ class DemoHandler(BaseHTTPRequestHandler):
         n_ctx = self.server.demo.n_ctx
         if n_ctx is None:
             return self._send_error(404, "No route for GET /props.")
-        self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
+        props = {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1}
+        if self.server.demo.chat_template is not None:
+            props["chat_template"] = self.server.demo.chat_template
+        self._send_json(200, props)
 
     def _chat(self, body: dict) -> None:
         """1. Validate and log. 2. Take the scripted step, else the directive

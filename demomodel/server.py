@@ -51,6 +51,8 @@ class DemoModelServer:
         #: The window `/props` reports, as llama.cpp's server does; None
         #: answers 404 there, as most servers do.
         self.n_ctx = n_ctx
+        #: The chat template `/props` shows (llama.cpp's `chat_template`), if any.
+        self.chat_template: str | None = None
         self.host = host
         self.api_key = api_key
         self.chunk_delay = chunk_delay
@@ -166,6 +168,7 @@ class DemoModelServer:
             self._requests.clear()
 
     def reset(self) -> None:
+        self.chat_template = None
         self.clear_script()
         self.clear_requests()
 

@@ -1,5 +1,7 @@
 from django import forms
 
+from contextbuild import instruct
+
 from .models import EndpointProfile
 
 
@@ -12,11 +14,17 @@ class EndpointProfileForm(forms.ModelForm):
         help_text="Leave empty to keep the current key. Stored encrypted.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+    instruct_template = forms.ChoiceField(
+        required=False, label="Instruct template",
+        choices=[("", "Detect from the server")] + [(n, t.label) for n, t in instruct.templates().items()],
+        help_text="Completions mode renders the prompt in this template. Detect: from the server's chat "
+                  "template (llama.cpp /props, Ollama /api/show) or the model's name; plain labels for a base model.",
+    )
 
     class Meta:
         model = EndpointProfile
         fields = [
-            "name", "base_url", "chat_model", "api_mode", "temperature", "max_output_tokens",
+            "name", "base_url", "chat_model", "api_mode", "instruct_template", "temperature", "max_output_tokens",
             "context_token_budget", "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds",
             "timeout_seconds", "is_default",
         ]

@@ -12,7 +12,7 @@ class EndpointProfile(models.Model):
 
     class ApiMode(models.TextChoices):
         CHAT = "chat", "Chat completions (messages)"
-        COMPLETIONS = "completions", "Text completions (one labelled text, for models without a chat template)"
+        COMPLETIONS = "completions", "Text completions (one text in the model's instruct template)"
 
     name = models.CharField(max_length=100, unique=True)
     base_url = models.CharField(
@@ -21,6 +21,15 @@ class EndpointProfile(models.Model):
     api_key_encrypted = models.TextField(blank=True, editable=False)
     chat_model = models.CharField(max_length=200)
     api_mode = models.CharField(max_length=20, choices=ApiMode.choices, default=ApiMode.CHAT)
+    #: The instruct template completions mode renders the prompt in
+    #: (contextbuild.instruct); empty means the one detected from the server.
+    instruct_template = models.CharField(
+        max_length=40, blank=True,
+        help_text="Completions mode only. Empty: the template detected from the server (shown below).",
+    )
+    #: What the last check of the server detected, and why (endpoints.instructprobe).
+    detected_template = models.CharField(max_length=40, blank=True, editable=False)
+    detected_template_why = models.CharField(max_length=300, blank=True, editable=False)
     temperature = models.FloatField(default=0.8)
     max_output_tokens = models.PositiveIntegerField(default=600)
     context_token_budget = models.PositiveIntegerField(default=8192)
@@ -73,6 +82,12 @@ class EndpointProfile(models.Model):
     @api_key.setter
     def api_key(self, value: str) -> None:
         self.api_key_encrypted = secrets_at_rest.encrypt(value)
+
+    @property
+    def template_name(self) -> str:
+        """The instruct template prompts are rendered in: the admin's choice,
+        else the detected one, else plain labels."""
+        return self.instruct_template or self.detected_template or "plain"
 
     @property
     def has_api_key(self) -> bool:

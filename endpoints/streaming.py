@@ -17,7 +17,7 @@ import httpx
 import openai
 from django.core.exceptions import ValidationError
 
-from contextbuild.layout import COMPLETION_STOP
+from contextbuild import instruct
 
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, failure_from, overflow_from, upstream_detail
@@ -76,7 +76,7 @@ def stream_reply(
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
     request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
     if completions:
-        request.update(prompt=prompt_text, stop=list(COMPLETION_STOP))
+        request.update(prompt=prompt_text, stop=list(instruct.stop_sequences(profile.template_name)))
     else:
         request.update(messages=messages)
     finish_reason = None

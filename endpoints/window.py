@@ -18,6 +18,7 @@ from contextbuild import records
 from contextbuild.builder import effective_budget as capped_budget
 
 from .models import EndpointProfile
+from . import instructprobe
 from .probing import ServerWindow, probe_window
 
 #: Kept below a window the server named: our tokenizer (cl100k) undercounts
@@ -47,6 +48,7 @@ def probed(profile: EndpointProfile) -> EndpointProfile:
     last turn failed)."""
     if profile.probed_at is None:
         store_probe(profile, probe_window(profile))
+        instructprobe.store_detection(profile)
     return profile
 
 

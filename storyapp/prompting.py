@@ -63,6 +63,7 @@ def settings_record(
         temperature=temperature,
         max_output_tokens=max_output_tokens,
         context_token_budget=budget if budget is not None else profile.context_token_budget,
+        instruct_template=profile.template_name,
     )
 
 

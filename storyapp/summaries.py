@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from contextbuild import instruct
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
@@ -102,8 +103,11 @@ def _reply_tokens(profile) -> int:
 def _ask(profile, messages: tuple[dict, ...]) -> str:
     """The model's whole reply to a summary request."""
     prompt_text = ""
-    if profile.api_mode == profile.ApiMode.COMPLETIONS:
+    if profile.api_mode == profile.ApiMode.COMPLETIONS and profile.template_name == instruct.PLAIN:
+        # A base model continues a document: it is asked for the summary by its label.
         prompt_text = "\n\n".join(m["content"] for m in messages) + "\n\nSummary:"
+    elif profile.api_mode == profile.ApiMode.COMPLETIONS:
+        prompt_text = instruct.render(list(messages), profile.template_name)
     return "".join(
         stream_reply(
             profile, messages=list(messages), prompt_text=prompt_text,
