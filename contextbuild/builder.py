@@ -178,7 +178,7 @@ class _Pricing:
 def _price(inputs: TurnInputs) -> _Pricing:
     settings = inputs.settings
     budget = effective_budget(settings.context_token_budget, inputs.window)
-    output_reserve = max(0, settings.max_output_tokens) + OUTPUT_SAFETY_MARGIN
+    output_reserve = max(0, settings.max_output_tokens) + max(0, settings.reasoning_reserve) + OUTPUT_SAFETY_MARGIN
     scale = token_scale(inputs.token_ratio)
     capacity = max(0, math.floor((budget - output_reserve) / scale))
     return _Pricing(budget, output_reserve, scale, capacity)

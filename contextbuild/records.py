@@ -54,6 +54,8 @@ class ModelSettings:
     context_token_budget: int = 8192
     #: The instruct template completions mode renders in (contextbuild.instruct).
     instruct_template: str = "plain"
+    #: Tokens a reasoning model may think for beyond the reply (room kept in the window).
+    reasoning_reserve: int = 0
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,7 @@ class DemoHandler(BaseHTTPRequestHandler):
                 "messages": messages,
                 "stream": stream,
                 "max_tokens": limit,
+                "chat_template_kwargs": body.get("chat_template_kwargs"),
                 "received": self.received,
             }
         )
@@ -219,6 +220,8 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._send_chunk(_event(_chunk(head, {"role": "assistant", "content": ""})))
+        for piece in narration.pieces(step.reasoning) if step.reasoning else ():
+            self._send_chunk(_event(_chunk(head, {"reasoning_content": piece})))
         text = reply if step.cut_after is None else reply[: step.cut_after]
         for number, piece in enumerate(narration.pieces(text)):
             if number == step.pause_after and demo._stopping.wait(step.pause):

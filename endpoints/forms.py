@@ -24,7 +24,7 @@ class EndpointProfileForm(forms.ModelForm):
     class Meta:
         model = EndpointProfile
         fields = [
-            "name", "base_url", "chat_model", "api_mode", "instruct_template", "temperature", "max_output_tokens",
+            "name", "base_url", "chat_model", "api_mode", "instruct_template", "thinking", "reasoning_reserve_tokens", "temperature", "max_output_tokens",
             "context_token_budget", "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds",
             "timeout_seconds", "is_default",
         ]

@@ -10,6 +10,10 @@ from .allowlist import validate_base_url
 class EndpointProfile(models.Model):
     """An OpenAI-compatible endpoint and how to call it. Admin-managed."""
 
+    class Thinking(models.TextChoices):
+        ALLOW = "allow", "Let a reasoning model think (its thinking is kept out of the story)"
+        OFF = "off", "Ask the model not to think"
+
     class ApiMode(models.TextChoices):
         CHAT = "chat", "Chat completions (messages)"
         COMPLETIONS = "completions", "Text completions (one text in the model's instruct template)"
@@ -30,6 +34,11 @@ class EndpointProfile(models.Model):
     #: What the last check of the server detected, and why (endpoints.instructprobe).
     detected_template = models.CharField(max_length=40, blank=True, editable=False)
     detected_template_why = models.CharField(max_length=300, blank=True, editable=False)
+    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.ALLOW)
+    reasoning_reserve_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "
+                             "the prompt leaves room for them.",
+    )
     temperature = models.FloatField(default=0.8)
     max_output_tokens = models.PositiveIntegerField(default=600)
     context_token_budget = models.PositiveIntegerField(default=8192)

@@ -29,11 +29,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Meter:
-    """What the server reported about one reply: its own count of the
-    prompt's tokens (`usage` on the final streamed chunk), when it sends one."""
+    """What the server reported about one reply beside its text: its own
+    count of the prompt's tokens (`usage` on the final streamed chunk), when
+    it sends one, and the thinking a reasoning model sent as
+    `reasoning_content` or `reasoning` deltas (endpoints.reasoning)."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning: str = ""
 
 
 #: Profiles whose server refused `stream_options` (older servers validate
@@ -74,11 +77,8 @@ def stream_reply(
     except ValidationError as exc:  # the allowlist no longer allows the profile's address
         raise failure_from(exc, profile) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
-    request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
-    if completions:
-        request.update(prompt=prompt_text, stop=list(instruct.stop_sequences(profile.template_name)))
-    else:
-        request.update(messages=messages)
+    request = _request(profile, messages=messages, prompt_text=prompt_text, temperature=temperature,
+                       max_tokens=max_tokens, completions=completions)
     finish_reason = None
     started = wrote = False
     room = max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_CHARS_MARGIN
@@ -96,6 +96,10 @@ def stream_reply(
                 _read_usage(chunk, meter)
                 for choice in chunk.choices:
                     text = choice.text if completions else (choice.delta.content if choice.delta else None)
+                    thought = None if completions else _reasoning_of(choice.delta)
+                    if thought and meter is not None:
+                        meter.reasoning += thought
+                        wrote = True
                     if text:
                         wrote = True
                         if len(text) >= room:
@@ -112,6 +116,35 @@ def stream_reply(
     except openai.OpenAIError as exc:
         raise overflow_from(exc, profile) or failure_from(exc, profile) from exc
     _check_ending(finish_reason, client, profile, request, wrote=wrote)
+
+
+def _request(profile: EndpointProfile, *, messages, prompt_text, temperature, max_tokens, completions) -> dict:
+    """The request's body. The reply may run `reasoning_reserve_tokens` past
+    the narration's length, so a model's thinking does not cut the visible
+    reply short. A profile set not to think asks the server's chat template
+    (`enable_thinking`, llama.cpp and vLLM) and, for Qwen3, the model itself
+    (its `/no_think` switch in the system message)."""
+    request = {
+        "model": profile.chat_model, "temperature": temperature,
+        "max_tokens": max_tokens + profile.reasoning_reserve_tokens, "stream": True,
+    }
+    if completions:
+        return {**request, "prompt": prompt_text, "stop": list(instruct.stop_sequences(profile.template_name))}
+    if profile.thinking == EndpointProfile.Thinking.OFF:
+        request["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
+        if "qwen3" in profile.chat_model.lower() and messages and messages[0]["role"] == "system":
+            messages = [{**messages[0], "content": messages[0]["content"] + "\n\n/no_think"}, *messages[1:]]
+    return {**request, "messages": messages}
+
+
+def _reasoning_of(delta) -> str | None:
+    """A delta's thinking: `reasoning_content` (DeepSeek, llama.cpp) or
+    `reasoning` (vLLM, OpenRouter), extra fields the client keeps as sent."""
+    if delta is None:
+        return None
+    extra = getattr(delta, "model_extra", None) or {}
+    value = extra.get("reasoning_content") or extra.get("reasoning")
+    return value if isinstance(value, str) else None
 
 
 def _read_usage(chunk, meter: Meter | None) -> None:

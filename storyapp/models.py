@@ -118,6 +118,9 @@ class Action(models.Model):
     # without replaying anything.
     state = models.JSONField(default=dict, blank=True)
     state_rejections = models.JSONField(default=list, blank=True)
+    #: A reasoning model's thinking for this narration (endpoints.reasoning):
+    #: shown behind a reveal and in the inspector, never part of the story.
+    thinking = models.TextField(blank=True)
     # When the head last arrived here; redo follows the most recently visited child.
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.

@@ -64,6 +64,7 @@ def settings_record(
         max_output_tokens=max_output_tokens,
         context_token_budget=budget if budget is not None else profile.context_token_budget,
         instruct_template=profile.template_name,
+        reasoning_reserve=profile.reasoning_reserve_tokens,
     )
 
 

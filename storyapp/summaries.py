@@ -15,7 +15,7 @@ from contextbuild import instruct
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
-from endpoints import window
+from endpoints import reasoning, window
 from endpoints.client import endpoint_for
 from endpoints.streaming import stream_reply
 
@@ -101,19 +101,19 @@ def _reply_tokens(profile) -> int:
 
 
 def _ask(profile, messages: tuple[dict, ...]) -> str:
-    """The model's whole reply to a summary request."""
+    """The model's whole reply to a summary request, without its thinking."""
     prompt_text = ""
     if profile.api_mode == profile.ApiMode.COMPLETIONS and profile.template_name == instruct.PLAIN:
         # A base model continues a document: it is asked for the summary by its label.
         prompt_text = "\n\n".join(m["content"] for m in messages) + "\n\nSummary:"
     elif profile.api_mode == profile.ApiMode.COMPLETIONS:
         prompt_text = instruct.render(list(messages), profile.template_name)
-    return "".join(
+    return reasoning.visible("".join(
         stream_reply(
             profile, messages=list(messages), prompt_text=prompt_text,
             temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
         )
-    )
+    ))
 
 
 def _stretch(job: DerivedJob) -> list[Action]:

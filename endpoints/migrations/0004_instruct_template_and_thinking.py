@@ -21,6 +21,21 @@ class Migration(migrations.Migration):
             model_name="endpointprofile", name="detected_template_why",
             field=models.CharField(blank=True, editable=False, max_length=300),
         ),
+        migrations.AddField(
+            model_name="endpointprofile", name="thinking",
+            field=models.CharField(
+                choices=[("allow", "Let a reasoning model think (its thinking is kept out of the story)"),
+                         ("off", "Ask the model not to think")],
+                default="allow", max_length=8,
+            ),
+        ),
+        migrations.AddField(
+            model_name="endpointprofile", name="reasoning_reserve_tokens",
+            field=models.PositiveIntegerField(
+                default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "
+                                     "the prompt leaves room for them.",
+            ),
+        ),
         migrations.AlterField(
             model_name="endpointprofile", name="api_mode",
             field=models.CharField(
