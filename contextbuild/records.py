@@ -56,6 +56,8 @@ class ModelSettings:
     instruct_template: str = "plain"
     #: Tokens a reasoning model may think for beyond the reply (room kept in the window).
     reasoning_reserve: int = 0
+    #: Sampler settings in force (the profile's with the campaign's on top), by our names.
+    samplers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

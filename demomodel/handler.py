@@ -109,8 +109,12 @@ class DemoHandler(BaseHTTPRequestHandler):
         limit = body.get("max_tokens")
         stream = body.get("stream") is True
         model = body.get("model") or CHAT_MODEL
-        demo._record({"path": "/v1/completions", "model": model, "prompt": prompt, "stream": stream,
-                      "max_tokens": limit, "stop": body.get("stop"), "received": self.received})
+        logged = {"path": "/v1/completions", "model": model, "prompt": prompt, "stream": stream,
+                  "max_tokens": limit, "stop": body.get("stop"), "received": self.received}
+        extra = {k: v for k, v in body.items() if k not in _CHAT_FIELDS | {"prompt", "stop"}}
+        if extra:
+            logged["extra"] = extra
+        demo._record(logged)
         step = demo._take_step() or Step()
         if step.status is not None:
             return self._send_error(step.status, step.message, retry_after=step.retry_after)
@@ -164,17 +168,19 @@ class DemoHandler(BaseHTTPRequestHandler):
             return self._send_error(400, "'max_tokens' must be a positive integer.")
         stream = body.get("stream") is True
         model = body.get("model") or CHAT_MODEL
-        demo._record(
-            {
-                "path": "/v1/chat/completions",
-                "model": model,
-                "messages": messages,
-                "stream": stream,
-                "max_tokens": limit,
-                "chat_template_kwargs": body.get("chat_template_kwargs"),
-                "received": self.received,
-            }
-        )
+        logged = {
+            "path": "/v1/chat/completions",
+            "model": model,
+            "messages": messages,
+            "stream": stream,
+            "max_tokens": limit,
+            "received": self.received,
+        }
+        # The request's other fields (samplers, chat_template_kwargs), so tests see what was asked.
+        extra = {k: v for k, v in body.items() if k not in _CHAT_FIELDS}
+        if extra:
+            logged["extra"] = extra
+        demo._record(logged)
         summary = narration.is_summary_request(messages)
         if summary:
             step = demo._take_summary_step() or Step()
@@ -357,6 +363,10 @@ _ROUTES = {
     ("GET", "/_demo/requests"): DemoHandler._requests_get,
     ("DELETE", "/_demo/requests"): DemoHandler._requests_clear,
 }
+
+
+#: Chat request fields every client sends; the rest is logged as `extra`.
+_CHAT_FIELDS = {"model", "messages", "stream", "max_tokens", "max_completion_tokens", "stream_options", "temperature"}
 
 
 def _model_entry(model_id: str) -> dict:

@@ -10,11 +10,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from contextbuild import instruct
 
-from . import instructprobe, window
+from . import instructprobe, samplers, window
 from .embeddings import model_of
 from .forms import EndpointProfileForm
 from .localembed import is_local
@@ -31,7 +31,9 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "base_url", "chat_model", "embedding_model", "context_token_budget", "is_default", "has_key"]
     list_filter = ["is_default", "is_scripted_demo"]
     search_fields = ["name", "base_url", "chat_model"]
-    readonly_fields = ["server_window", "detected_instruct_template", "token_ratio", "semantic_search", "connection"]
+    readonly_fields = [
+        "server_window", "detected_instruct_template", "sampler_support", "token_ratio", "semantic_search", "connection",
+    ]
 
     class Media:
         js = ["endpoints/window_line.js"]
@@ -51,6 +53,19 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     @admin.display(description="Detected template")
     def detected_instruct_template(self, obj: EndpointProfile) -> str:
         return template_line(obj)
+
+    @admin.display(description="Samplers on this server")
+    def sampler_support(self, obj: EndpointProfile) -> str:
+        kind, why = samplers.backend_of(obj)
+        rows = format_html_join(
+            "", "<tr><th scope='row'>{}</th><td>{}</td><td>{}</td></tr>",
+            ((r["label"], "—" if r["value"] is None else r["value"], r["effect"]) for r in samplers.rows(obj)),
+        )
+        return format_html(
+            "<p>{} ({}).</p><table class='sampler-support'><thead><tr><th>Setting</th><th>Here</th>"
+            "<th>What this server does with it</th></tr></thead><tbody>{}</tbody></table>",
+            samplers.backends()[kind]["label"], why, rows,
+        )
 
     @admin.display(description="Semantic search")
     def semantic_search(self, obj: EndpointProfile) -> str:

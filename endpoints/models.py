@@ -34,6 +34,13 @@ class EndpointProfile(models.Model):
     #: What the last check of the server detected, and why (endpoints.instructprobe).
     detected_template = models.CharField(max_length=40, blank=True, editable=False)
     detected_template_why = models.CharField(max_length=300, blank=True, editable=False)
+    #: Which kind of server this is, for the samplers it reads
+    #: (endpoints.samplers); empty means what the window probe recognised.
+    backend = models.CharField(max_length=20, blank=True)
+    #: Sampler settings by our names (endpoints/data/samplers.json); a campaign may override them.
+    samplers = models.JSONField(default=dict, blank=True)
+    #: Request fields the server refused by name: no longer sent.
+    refused_samplers = models.JSONField(default=list, blank=True, editable=False)
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.ALLOW)
     reasoning_reserve_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "

@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import openai
 from django.core.exceptions import ValidationError
 
-from contextbuild import instruct
-
+from . import replyrequest
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, failure_from, overflow_from, upstream_detail
 from .models import EndpointProfile
@@ -37,6 +36,8 @@ class Meter:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning: str = ""
+    #: The samplers this reply was asked with, for the snapshot (replyrequest.build).
+    samplers: dict = field(default_factory=dict)
 
 
 #: Profiles whose server refused `stream_options` (older servers validate
@@ -60,6 +61,7 @@ def stream_reply(
     temperature: float,
     max_tokens: int,
     meter: Meter | None = None,
+    samplers: dict | None = None,
 ) -> Iterator[str]:
     """Yields the reply's text as it arrives, sampled at `temperature` and at
     most `max_tokens` long (the turn's settings: the profile's or the campaign's).
@@ -77,8 +79,12 @@ def stream_reply(
     except ValidationError as exc:  # the allowlist no longer allows the profile's address
         raise failure_from(exc, profile) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
-    request = _request(profile, messages=messages, prompt_text=prompt_text, temperature=temperature,
-                       max_tokens=max_tokens, completions=completions)
+    request, applied = replyrequest.build(
+        profile, messages=messages, prompt_text=prompt_text, temperature=temperature, max_tokens=max_tokens,
+        completions=completions, samplers=samplers or {},
+    )
+    if meter is not None:
+        meter.samplers = applied
     finish_reason = None
     started = wrote = False
     room = max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_CHARS_MARGIN
@@ -116,25 +122,6 @@ def stream_reply(
     except openai.OpenAIError as exc:
         raise overflow_from(exc, profile) or failure_from(exc, profile) from exc
     _check_ending(finish_reason, client, profile, request, wrote=wrote)
-
-
-def _request(profile: EndpointProfile, *, messages, prompt_text, temperature, max_tokens, completions) -> dict:
-    """The request's body. The reply may run `reasoning_reserve_tokens` past
-    the narration's length, so a model's thinking does not cut the visible
-    reply short. A profile set not to think asks the server's chat template
-    (`enable_thinking`, llama.cpp and vLLM) and, for Qwen3, the model itself
-    (its `/no_think` switch in the system message)."""
-    request = {
-        "model": profile.chat_model, "temperature": temperature,
-        "max_tokens": max_tokens + profile.reasoning_reserve_tokens, "stream": True,
-    }
-    if completions:
-        return {**request, "prompt": prompt_text, "stop": list(instruct.stop_sequences(profile.template_name))}
-    if profile.thinking == EndpointProfile.Thinking.OFF:
-        request["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
-        if "qwen3" in profile.chat_model.lower() and messages and messages[0]["role"] == "system":
-            messages = [{**messages[0], "content": messages[0]["content"] + "\n\n/no_think"}, *messages[1:]]
-    return {**request, "messages": messages}
 
 
 def _reasoning_of(delta) -> str | None:
@@ -208,11 +195,18 @@ def _open_stream(client: openai.OpenAI, profile: EndpointProfile, request: dict,
         return create(**request)
     try:
         return create(**request, stream_options={"include_usage": True})
-    except openai.BadRequestError as exc:
-        if "stream_options" not in error_text(exc):
+    except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+        text = error_text(exc)
+        if "stream_options" in text:
+            _no_stream_options.add(profile.pk)
+            return create(**request)
+        # A sampler the server refuses by name: dropped, remembered, asked again once.
+        retried = replyrequest.without_refused(profile, request, text)
+        if retried is None:
             raise
-        _no_stream_options.add(profile.pk)
-        return create(**request)
+        request.clear()
+        request.update(retried)
+        return create(**request, stream_options={"include_usage": True})
 
 
 def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, request: dict) -> None:

@@ -35,6 +35,8 @@ class Campaign(models.Model):
     #: and a longer reply than the profile allows is capped to it.
     temperature = models.FloatField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    #: Sampler settings that override the endpoint profile's for this story (endpoints.samplers).
+    sampler_overrides = models.JSONField(default=dict, blank=True)
     #: The story's first narration, written by the reader; it becomes the first action.
     opening_text = models.TextField(blank=True)
     # {"rules": [str], "forbidden_status_changes": [{"from": str, "to": str}]}

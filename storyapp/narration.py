@@ -167,6 +167,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         for delta in stream_reply(
             profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
             temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
+            samplers=dict(inputs.settings.samplers),
         ):
             raw += delta
             if time.monotonic() - last_flush < FLUSH_SECONDS:
@@ -189,6 +190,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         _measure(profile, built, meter)
     else:
         log.warning("Narration of action %s failed: %s Server: %s", action.pk, failure, detail or "(nothing)")
+    built.report["samplers"] = meter.samplers
     thought = reasoning.split(raw)
     if failure is None and not stopped and not stateblock.split(thought.prose)[0].strip() and (
         thought.thinking or meter.reasoning

@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection, transaction
 
 from contextbuild import records, summaries
 from contextbuild.tokens import count_tokens
+from endpoints import samplers
 from endpoints import window as server_window
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
@@ -65,6 +66,7 @@ def settings_record(
         context_token_budget=budget if budget is not None else profile.context_token_budget,
         instruct_template=profile.template_name,
         reasoning_reserve=profile.reasoning_reserve_tokens,
+        samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides if campaign is not None else None),
     )
 
 

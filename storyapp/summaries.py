@@ -15,7 +15,7 @@ from contextbuild import instruct
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
-from endpoints import reasoning, window
+from endpoints import reasoning, samplers, window
 from endpoints.client import endpoint_for
 from endpoints.streaming import stream_reply
 
@@ -100,8 +100,9 @@ def _reply_tokens(profile) -> int:
     return max(SUMMARY_REPLY_MIN, min(SUMMARY_REPLY_TOKENS, window.effective_budget(profile) // 10))
 
 
-def _ask(profile, messages: tuple[dict, ...]) -> str:
-    """The model's whole reply to a summary request, without its thinking."""
+def _ask(profile, messages: tuple[dict, ...], campaign: Campaign) -> str:
+    """The model's whole reply to a summary request, without its thinking:
+    in the narrations' template and samplers, at the summaries' own temperature."""
     prompt_text = ""
     if profile.api_mode == profile.ApiMode.COMPLETIONS and profile.template_name == instruct.PLAIN:
         # A base model continues a document: it is asked for the summary by its label.
@@ -112,6 +113,7 @@ def _ask(profile, messages: tuple[dict, ...]) -> str:
         stream_reply(
             profile, messages=list(messages), prompt_text=prompt_text,
             temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
+            samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides),
         )
     ))
 
@@ -142,7 +144,7 @@ def summarize(job: DerivedJob) -> None:
         [modelprose.history_record(a) for a in stretch],
         protagonist=protagonist, capacity=_capacity(profile), count=count_tokens,
     )
-    reply = summary_rules.parse_reply(_ask(profile, request.messages))
+    reply = summary_rules.parse_reply(_ask(profile, request.messages, job.campaign))
     if not reply.text:
         raise derivedjobs.Unusable("The model returned an empty summary.")
     through = request.covered[-1].id
@@ -187,7 +189,7 @@ def merge(job: DerivedJob) -> None:
         derivedjobs.done(job, "The parts to merge changed; nothing was merged.")
         return
     reply = summary_rules.parse_reply(
-        _ask(profile, summary_rules.merge_request(parts, protagonist=job.campaign.persona_name))
+        _ask(profile, summary_rules.merge_request(parts, protagonist=job.campaign.persona_name), job.campaign)
     )
     if not reply.text:
         raise derivedjobs.Unusable("The model returned an empty summary.")

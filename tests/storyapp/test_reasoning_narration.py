@@ -67,6 +67,6 @@ def test_a_profile_set_not_to_think_asks_the_server_and_qwen3_itself(alice, mode
     )
     turn(CampaignFactory(owner=alice, endpoint=profile))
     [sent] = [r for r in model.requests() if r["path"] == "/v1/chat/completions"]
-    assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+    assert sent["extra"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert sent["messages"][0]["content"].endswith("/no_think")
     assert sent["max_tokens"] == 500
