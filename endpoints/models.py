@@ -41,6 +41,8 @@ class EndpointProfile(models.Model):
     samplers = models.JSONField(default=dict, blank=True)
     #: Request fields the server refused by name: no longer sent.
     refused_samplers = models.JSONField(default=list, blank=True, editable=False)
+    #: How the server's chat template needs the conversation folded (endpoints.rolefolds), learned from its refusals.
+    role_folds = models.JSONField(default=list, blank=True, editable=False)
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.ALLOW)
     reasoning_reserve_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "

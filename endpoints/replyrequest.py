@@ -14,6 +14,7 @@ import re
 
 from contextbuild import instruct
 
+from . import rolefolds
 from . import samplers as sampler_table
 from .models import EndpointProfile
 
@@ -49,11 +50,25 @@ def build(
             extra["chat_template_kwargs"] = {"enable_thinking": False}
             if "qwen3" in profile.chat_model.lower() and messages and messages[0]["role"] == "system":
                 messages = [{**messages[0], "content": messages[0]["content"] + "\n\n/no_think"}, *messages[1:]]
-        request["messages"] = messages
+        request["messages"] = rolefolds.folded(messages, profile.role_folds) if profile.role_folds else messages
     if extra:
         request["extra_body"] = extra
     record = {"backend": kind, "sent": applied.sent, "ignored": list(applied.ignored), "dropped": list(applied.dropped)}
     return request, record
+
+
+def refolded(profile: EndpointProfile, request: dict, error: str) -> dict | None:
+    """The request with its conversation folded the way a template's
+    refusal asks, the fold remembered on the profile; None when the error is
+    no such refusal, or the fold was already made (a second refusal is real)."""
+    folds = rolefolds.refused(error) - set(profile.role_folds or ())
+    if not folds or "messages" not in request:
+        return None
+    remembered = sorted({*(profile.role_folds or ()), *folds})
+    EndpointProfile.objects.filter(pk=profile.pk).update(role_folds=remembered)
+    profile.role_folds = remembered
+    log.warning("%s's chat template refused the conversation (%s); folded from now on.", profile.name, ", ".join(folds))
+    return {**request, "messages": rolefolds.folded(request["messages"], remembered)}
 
 
 def without_refused(profile: EndpointProfile, request: dict, error: str) -> dict | None:

@@ -200,8 +200,9 @@ def _open_stream(client: openai.OpenAI, profile: EndpointProfile, request: dict,
         if "stream_options" in text:
             _no_stream_options.add(profile.pk)
             return create(**request)
-        # A sampler the server refuses by name: dropped, remembered, asked again once.
-        retried = replyrequest.without_refused(profile, request, text)
+        # A template that refuses a role, or a sampler the server refuses by
+        # name: folded or dropped, remembered, asked again once.
+        retried = replyrequest.refolded(profile, request, text) or replyrequest.without_refused(profile, request, text)
         if retried is None:
             raise
         request.clear()

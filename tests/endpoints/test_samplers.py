@@ -109,3 +109,30 @@ def test_the_campaign_form_saves_overrides_and_refuses_out_of_range(alice, clien
     data["sampler_xtc_probability"] = "7"
     page = client.post(url, data).content.decode()
     assert "XTC probability must be between 0 and 1." in page
+
+
+def test_a_template_that_refuses_the_system_role_gets_it_folded_into_the_first_turn(alice, model, turn):
+    model.template_refuses = {"system"}
+    profile = EndpointProfileFactory(base_url=model.base_url)
+    campaign = CampaignFactory(owner=alice, endpoint=profile)
+    first = turn(campaign)
+    assert first.status == "done", first.error
+    profile.refresh_from_db()
+    assert profile.role_folds == ["system"]
+    refused, folded = _chats(model)
+    assert refused["messages"][0]["role"] == "system"
+    assert folded["messages"][0]["role"] == "user"
+    assert folded["messages"][0]["content"].startswith(refused["messages"][0]["content"])
+    turn(campaign, "I wait.")
+    assert len(_chats(model)) == 3 and all(m["role"] != "system" for m in _chats(model)[-1]["messages"])
+
+
+def test_a_template_that_needs_alternating_roles_gets_neighbours_joined(alice, model, turn):
+    from endpoints import rolefolds
+
+    assert rolefolds.refused("Conversation roles must alternate user/assistant/user/assistant/...") == {"alternate"}
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                {"role": "system", "content": "Lore"}, {"role": "user", "content": "U2"}]
+    assert rolefolds.folded(messages, ["alternate"]) == [
+        {"role": "system", "content": "S"}, {"role": "user", "content": "U\n\nLore\n\nU2"}]
+    assert rolefolds.folded(messages, ["system"]) == [{"role": "user", "content": "S\n\nU\n\nLore\n\nU2"}]
