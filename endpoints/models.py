@@ -43,6 +43,16 @@ class EndpointProfile(models.Model):
     refused_samplers = models.JSONField(default=list, blank=True, editable=False)
     #: How the server's chat template needs the conversation folded (endpoints.rolefolds), learned from its refusals.
     role_folds = models.JSONField(default=list, blank=True, editable=False)
+    #: Requests Loremaster sends this server at once (a local server serves
+    #: one, or its slots); empty means what the server said (`server_slots`).
+    max_concurrent_requests = models.PositiveSmallIntegerField(
+        null=True, blank=True,
+        help_text="Empty: as many as the server says it serves at once (llama.cpp's slots; llama-cpp-python and "
+                  "KoboldCpp serve one), else no limit.",
+    )
+    server_slots = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    #: How fast the server reads a prompt, measured (endpoints.promptspeed): the first-byte wait follows the prompt's size.
+    prompt_tokens_per_second = models.FloatField(null=True, blank=True, editable=False)
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.ALLOW)
     reasoning_reserve_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "
@@ -135,3 +145,27 @@ class EmbeddingCalibration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}: floor {self.floor:.3f}"
+
+
+class EndpointLease(models.Model):
+    """One request to a model server, holding one of its slots or waiting
+    for one (endpoints.slots). A row beats while its request runs; one that
+    stopped beating belonged to a dead worker and is cleared."""
+
+    class Kind(models.TextChoices):
+        NARRATION = "narration", "Narration"
+        PROBE = "probe", "Probe"
+        DERIVED = "derived", "Summary or memories"
+
+    profile = models.ForeignKey(EndpointProfile, on_delete=models.CASCADE, related_name="leases")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    holding = models.BooleanField(default=False)
+    holder = models.CharField(max_length=200)
+    since = models.DateTimeField()
+    beat = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["profile", "holding"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} on {self.profile_id} ({'holding' if self.holding else 'waiting'})"

@@ -17,7 +17,7 @@ import httpx
 import openai
 from django.core.exceptions import ValidationError
 
-from . import replyrequest
+from . import promptspeed, replyrequest
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, failure_from, overflow_from, upstream_detail
 from .models import EndpointProfile
@@ -62,20 +62,24 @@ def stream_reply(
     max_tokens: int,
     meter: Meter | None = None,
     samplers: dict | None = None,
+    prompt_tokens: int | None = None,
 ) -> Iterator[str]:
     """Yields the reply's text as it arrives, sampled at `temperature` and at
     most `max_tokens` long (the turn's settings: the profile's or the campaign's).
 
     A chat profile sends `messages`; a completions profile sends `prompt_text`
     and stops where the model would start the reader's turn. The server's
-    token counts, if it sends them, land in `meter`.
+    token counts, if it sends them, land in `meter`. The wait for the first
+    byte follows `prompt_tokens` (endpoints.promptspeed), and the reply
+    teaches the server's reading speed.
 
     Raises ModelFailure for anything but a reply that ended properly: an
     error status, a dropped connection, a refusal, or a stream that stopped
     without saying it had finished (a cut-off reply must not pass as whole).
     """
+    wait = promptspeed.first_byte_wait(profile, prompt_tokens)
     try:
-        client = client_for(profile)
+        client = client_for(profile, timeout=wait)
     except ValidationError as exc:  # the allowlist no longer allows the profile's address
         raise failure_from(exc, profile) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
@@ -88,11 +92,15 @@ def stream_reply(
     finish_reason = None
     started = wrote = False
     room = max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_CHARS_MARGIN
-    deadline = time.monotonic() + profile.timeout_seconds
+    opened = time.monotonic()
+    deadline = opened + profile.timeout_seconds
+    first_byte = timings = None
     try:
         with _open_stream(client, profile, request, completions) as stream:
             for chunk in stream:
                 started = True
+                first_byte = first_byte if first_byte is not None else time.monotonic() - opened
+                timings = (getattr(chunk, "model_extra", None) or {}).get("timings") or timings
                 if time.monotonic() > deadline:
                     raise ModelFailure(
                         f"The reply from “{profile.name}” was still coming after {profile.timeout_seconds} seconds, "
@@ -118,10 +126,11 @@ def stream_reply(
                         yield text
                     finish_reason = choice.finish_reason or finish_reason
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
-        raise _dropped(exc, client, profile, request, started=started, wrote=wrote) from exc
+        raise _dropped(exc, client, profile, request, started=started, wrote=wrote, wait=wait) from exc
     except openai.OpenAIError as exc:
         raise overflow_from(exc, profile) or failure_from(exc, profile) from exc
     _check_ending(finish_reason, client, profile, request, wrote=wrote)
+    promptspeed.record(profile, prompt_tokens=prompt_tokens, first_byte_seconds=first_byte, timings=timings)
 
 
 def _reasoning_of(delta) -> str | None:
@@ -141,7 +150,8 @@ def _read_usage(chunk, meter: Meter | None) -> None:
         meter.completion_tokens = getattr(usage, "completion_tokens", None)
 
 
-def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool):
+def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool,
+             wait: float):
     """The failure for a connection that broke, worded by how far the reply got."""
     detail = upstream_detail(exc)
     if too_large_in(exc) is not None:
@@ -151,9 +161,16 @@ def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *,
         # Some servers (llama-cpp-python) accept a stream and drop it when
         # the prompt overflows; asked again without streaming they say so.
         _raise_if_overflow(client, profile, request)
+    if not started and timed_out:
+        return ModelFailure(
+            f"“{profile.name}” sent nothing for {wait:.0f} seconds, longer than reading this prompt should take it. "
+            "Check that it is running and not overloaded, then press Retry. An admin can raise the first-byte "
+            "timeout on the profile.",
+            detail=detail,
+        )
     if started and timed_out:
         return ModelFailure(
-            f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
+            f"“{profile.name}” went silent for {wait:.0f} seconds in the middle of "
             "the reply. The text so far is kept; press Retry for a new narration.",
             detail=detail,
         )

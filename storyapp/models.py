@@ -123,6 +123,8 @@ class Action(models.Model):
     #: A reasoning model's thinking for this narration (endpoints.reasoning):
     #: shown behind a reveal and in the inspector, never part of the story.
     thinking = models.TextField(blank=True)
+    #: Set while the narration waits for a free slot on a busy model server (endpoints.slots).
+    waiting_for_server = models.BooleanField(default=False)
     # When the head last arrived here; redo follows the most recently visited child.
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.

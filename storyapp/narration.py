@@ -22,10 +22,10 @@ from contextbuild import ContextOverflow, build_context
 from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
-from endpoints import reasoning, window
+from endpoints import reasoning, slots, window
 from endpoints.client import endpoint_for
 from endpoints.errors import ContextOverflowAtServer, ModelFailure
-from endpoints.models import EndpointProfile
+from endpoints.models import EndpointLease, EndpointProfile
 from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 from lifecycle import policy, sending
@@ -164,21 +164,22 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     failure = detail = None
     meter = Meter()
     try:
-        for delta in stream_reply(
-            profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
-            temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
-            samplers=dict(inputs.settings.samplers),
-        ):
-            raw += delta
-            if time.monotonic() - last_flush < FLUSH_SECONDS:
-                continue
-            last_flush = time.monotonic()
-            # Written on every interval, changed or not: it is also the
-            # heartbeat that tells other workers this narration is alive.
-            thought = reasoning.split(raw)
-            if not _flush(action.pk, stateblock.visible_prose(thought.prose), _thinking(thought, meter), now=clock()):
-                stopped = True
-                break
+        with slots.held(profile, EndpointLease.Kind.NARRATION, waiting=partial(_waiting, action.pk)):
+            for delta in stream_reply(
+                profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
+                temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
+                samplers=dict(inputs.settings.samplers), prompt_tokens=built.report["tokens"]["total"],
+            ):
+                raw += delta
+                if time.monotonic() - last_flush < FLUSH_SECONDS:
+                    continue
+                last_flush = time.monotonic()
+                # Written on every interval, changed or not: it is also the
+                # heartbeat that tells other workers this narration is alive.
+                thought = reasoning.split(raw)
+                if not _flush(action.pk, stateblock.visible_prose(thought.prose), _thinking(thought, meter), now=clock()):
+                    stopped = True
+                    break
     except ContextOverflowAtServer as exc:
         failure, detail = str(exc), exc.detail
         window.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
@@ -201,6 +202,11 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         )
     _finish(action, thought.prose, built, stopped=stopped, failure=failure, detail=detail,
             thinking=_thinking(thought, meter))
+
+
+def _waiting(action_id: int, waiting: bool) -> None:
+    """Tells the page the narration waits for the model server's free slot."""
+    Action.objects.filter(pk=action_id).update(waiting_for_server=waiting)
 
 
 def _thinking(thought: reasoning.Split, meter: Meter) -> str:

@@ -15,7 +15,8 @@ from contextbuild import instruct
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
-from endpoints import reasoning, samplers, window
+from endpoints import reasoning, samplers, slots, window
+from endpoints.models import EndpointLease
 from endpoints.client import endpoint_for
 from endpoints.streaming import stream_reply
 
@@ -109,13 +110,16 @@ def _ask(profile, messages: tuple[dict, ...], campaign: Campaign) -> str:
         prompt_text = "\n\n".join(m["content"] for m in messages) + "\n\nSummary:"
     elif profile.api_mode == profile.ApiMode.COMPLETIONS:
         prompt_text = instruct.render(list(messages), profile.template_name)
-    return reasoning.visible("".join(
-        stream_reply(
-            profile, messages=list(messages), prompt_text=prompt_text,
-            temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
-            samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides),
-        )
-    ))
+    # After the narrations: a one-slot server serves the reader first.
+    with slots.held(profile, EndpointLease.Kind.DERIVED):
+        return reasoning.visible("".join(
+            stream_reply(
+                profile, messages=list(messages), prompt_text=prompt_text,
+                temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
+                samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides),
+                prompt_tokens=count_tokens(prompt_text or "\n".join(m["content"] for m in messages)),
+            )
+        ))
 
 
 def _stretch(job: DerivedJob) -> list[Action]:

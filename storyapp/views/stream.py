@@ -30,11 +30,14 @@ RECONNECT_AFTER_BUSY_MS = 3000
 NO_NARRATOR = "no-narrator"
 #: A reasoning model thinking before its first word of narration.
 THINKING = "thinking"
+#: A narration waiting for a busy model server's free slot (endpoints.slots).
+SERVER_BUSY = "server-busy"
 #: What the page's status line says while a narration is on its way.
 STREAM_STATUS = {
     Action.Status.PENDING: "Waiting for a worker…",
     Action.Status.STREAMING: "The narrator is writing…",
     THINKING: "The narrator is thinking…",
+    SERVER_BUSY: "Waiting for the model server: it is answering another request, and yours is next…",
     NO_NARRATOR: "No narration worker is running. Your action is kept, and the narration starts when one is back.",
 }
 
@@ -75,7 +78,7 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
             try:
-                row = await owned.values("text", "status", "error", "thinking").afirst()
+                row = await owned.values("text", "status", "error", "thinking", "waiting_for_server").afirst()
             except OperationalError:
                 # The pool had no connection (or the database went away):
                 # ending without `done` makes the browser reconnect by itself
@@ -93,6 +96,8 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
                 status = NO_NARRATOR
             if status == Action.Status.STREAMING and row["thinking"] and not row["text"]:
                 status = THINKING
+            if status == Action.Status.STREAMING and row["waiting_for_server"]:
+                status = SERVER_BUSY
             # A pending narration with an error is one the broker refused: it says why.
             message = row["error"] if status == Action.Status.PENDING and row["error"] else STREAM_STATUS.get(status)
             if message and message != told:

@@ -240,7 +240,9 @@ def busy(body):
 
 def llama_cpp_python_at(server, completions):
     server.routes = {("POST", "/extras/tokenize/count"): (200, {"count": 64}), ("POST", "/v1/completions"): (400, completions)}
-    return profile_at(server, context_token_budget=8192, first_byte_timeout_seconds=1, max_output_tokens=300)
+    # A total timeout of a second: the probe may wait no longer than that, however long reading its prompt takes.
+    return profile_at(server, context_token_budget=8192, first_byte_timeout_seconds=1, timeout_seconds=1,
+                      max_output_tokens=300)
 
 
 def test_a_probe_that_times_out_keeps_the_verified_window_and_the_next_prompt_fits_it(admin_client, server):
