@@ -37,7 +37,7 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from . import inject, instruct, rules
+from . import inject, instruct, rules, smallwindow
 from .history import History, fit_history, history_sections
 from .layout import SYSTEM, conversation, render_transcript
 from .lengths import length_hint
@@ -214,9 +214,11 @@ class _Parts:
 
 def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int) -> _Parts:
     campaign, settings = inputs.campaign, inputs.settings
+    small = smallwindow.is_small(budget)
     system = _present(
-        _section("narrator", campaign.narrator_prompt.strip() or rules.DEFAULT_NARRATOR_PROMPT),
-        _section("state_rule", rules.STATE_RULE),
+        _section("narrator", campaign.narrator_prompt.strip()
+                 or (rules.COMPACT_NARRATOR_PROMPT if small else rules.DEFAULT_NARRATOR_PROMPT)),
+        _section("state_rule", rules.COMPACT_STATE_RULE if small else rules.STATE_RULE),
         _section("campaign_canon", rules.render_canon(campaign)),
         *knowledge.protected,
         _section("ai_instructions", campaign.ai_instructions.strip()),
@@ -344,8 +346,17 @@ def _report(
             "api_mode": settings.api_mode,
             "temperature": settings.temperature,
             "max_output_tokens": settings.max_output_tokens,
+            "configured_max_output_tokens": settings.configured_max_output_tokens or settings.max_output_tokens,
             "context_token_budget": settings.context_token_budget,
+            "compact_rules": smallwindow.is_small(priced.budget),
         },
+        "window_advice": smallwindow.advice(
+            prompt=total, story=history.spent,
+            story_total=len(parts.past), story_kept=len(history.actions),
+            reply=settings.max_output_tokens,
+            configured_reply=settings.configured_max_output_tokens or settings.max_output_tokens,
+            lore=knowledge.spent,
+        ),
     }
 
 

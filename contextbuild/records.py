@@ -51,6 +51,8 @@ class ModelSettings:
     api_mode: str = "chat"
     temperature: float = 0.8
     max_output_tokens: int = 600
+    #: The reply length the profile and campaign asked for, before a small window shortened it.
+    configured_max_output_tokens: int | None = None
     context_token_budget: int = 8192
     #: The instruct template completions mode renders in (contextbuild.instruct).
     instruct_template: str = "plain"
