@@ -89,24 +89,28 @@ def render(messages: list[dict], name: str, *, continue_last: bool = False) -> s
     the last message's own text (it must be the assistant's)."""
     chosen = template(name)
     turns = _carried(messages, chosen)
+    affixes = _affix_table(chosen)
     parts = [chosen.bos]
-    for index, (role, content) in enumerate(turns):
-        prefix, suffix = _affixes(chosen, role)
-        text = content.strip() if chosen.strip else content
-        if continue_last and index == len(turns) - 1:
-            if role != ASSISTANT:
-                raise ValueError("continue_last needs the conversation to end on the narrator's turn")
-            parts.append(prefix + text)
-            return "".join(parts)
-        parts.append(prefix + text + suffix)
-    parts.append(chosen.generation_prompt)
+    if chosen.strip:
+        for role, content in turns:
+            prefix, suffix = affixes[role]
+            parts += (prefix, content.strip(), suffix)
+    else:
+        for role, content in turns:
+            prefix, suffix = affixes[role]
+            parts += (prefix, content, suffix)
+    if not continue_last:
+        parts.append(chosen.generation_prompt)
+    elif not turns or turns[-1][0] != ASSISTANT:
+        raise ValueError("continue_last needs the conversation to end on the narrator's turn")
+    else:
+        parts.pop()  # the last narration goes on: no end of turn after it
     return "".join(parts)
 
 
-def _affixes(chosen: Template, role: str) -> tuple[str, str]:
-    if role == SYSTEM and chosen.system is not None:
-        return chosen.system
-    return chosen.assistant if role == ASSISTANT else chosen.user
+@cache
+def _affix_table(chosen: Template) -> dict[str, tuple[str, str]]:
+    return {SYSTEM: chosen.system or chosen.user, USER: chosen.user, ASSISTANT: chosen.assistant}
 
 
 def _carried(messages: list[dict], chosen: Template) -> list[tuple[str, str]]:
@@ -116,8 +120,17 @@ def _carried(messages: list[dict], chosen: Template) -> list[tuple[str, str]]:
     two turns of one role that end up adjacent are joined, since these
     formats alternate."""
     turns = [(m["role"], m["content"]) for m in messages]
-    if chosen.system is None:
-        turns = _fold_system(turns, chosen)
+    roles = [role for role, _ in turns]
+    if chosen.system is None and SYSTEM in roles:
+        if roles[0] == SYSTEM and roles[1:2] == [USER] and SYSTEM not in roles[1:]:
+            # The usual shape: one system message, then the story.
+            turns[0:2] = [(USER, _with_system([turns[0][1]], turns[1][1], chosen, opening=True))]
+            roles[0:2] = [USER]
+        else:
+            turns = _fold_system(turns, chosen)
+            roles = [role for role, _ in turns]
+    if all(a != b or a == SYSTEM for a, b in zip(roles, roles[1:])):
+        return turns
     joined: list[tuple[str, str]] = []
     for role, content in turns:
         if joined and joined[-1][0] == role and role != SYSTEM:
