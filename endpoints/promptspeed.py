@@ -9,8 +9,9 @@ llama.cpp says it (`timings.prompt_per_second` on its last chunk), and
 otherwise the time to the first byte of a long prompt tells it. A faster
 measure is believed slowly and a slower one at once, since a server's
 prompt cache makes some turns look faster than a full read would be. A
-local server not yet measured is assumed slow. The profile's first-byte
-timeout stays the least wait, and its total timeout the most.
+local server not yet measured is assumed slow. The wait is the profile's
+first-byte timeout on top of the expected read, and never past its total
+timeout.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from .samplers import OPENAI, backend_of
 
 #: Reading speed assumed for a local server not yet measured (tokens per second).
 UNMEASURED_LOCAL_SPEED = 20.0
-#: The wait is this many times the expected read, plus SLACK seconds.
+#: The wait is the profile's first-byte timeout plus this many times the expected read.
 HEADROOM = 1.5
-SLACK = 10.0
 #: A first byte measured on a shorter prompt says more of the first token than of reading.
 MEASURE_FROM_TOKENS = 256
 #: A faster measure moves the learned speed by this share of the difference.
@@ -37,7 +37,7 @@ def first_byte_wait(profile: EndpointProfile, prompt_tokens: int | None) -> floa
         speed = UNMEASURED_LOCAL_SPEED
     if not prompt_tokens or not speed:
         return least
-    return min(max(least, prompt_tokens / speed * HEADROOM + SLACK), float(max(profile.timeout_seconds, least)))
+    return min(least + prompt_tokens / speed * HEADROOM, float(max(profile.timeout_seconds, least)))
 
 
 def record(profile: EndpointProfile, *, prompt_tokens: int | None, first_byte_seconds: float | None,

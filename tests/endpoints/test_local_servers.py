@@ -85,10 +85,9 @@ def test_waiting_for_a_slot_is_told_and_ends_when_the_slot_is_free(transactional
 def test_the_first_word_is_waited_for_as_long_as_reading_the_prompt_takes(db):
     local = EndpointProfileFactory(first_byte_timeout_seconds=30, timeout_seconds=300,
                                    probed_window_source="llama-cpp-python (it accepted a budget-sized prompt)")
-    assert promptspeed.first_byte_wait(local, 2000) == 2000 / promptspeed.UNMEASURED_LOCAL_SPEED * 1.5 + 10
-    assert promptspeed.first_byte_wait(local, 100) == 30
+    assert promptspeed.first_byte_wait(local, 2000) == 30 + 2000 / promptspeed.UNMEASURED_LOCAL_SPEED * 1.5
     local.prompt_tokens_per_second = 1000
-    assert promptspeed.first_byte_wait(local, 2000) == 30
+    assert promptspeed.first_byte_wait(local, 2000) == 33
     hosted = EndpointProfileFactory(first_byte_timeout_seconds=30)
     assert promptspeed.first_byte_wait(hosted, 20000) == 30, "a hosted API is not assumed slow"
     local.prompt_tokens_per_second = 2
