@@ -21,8 +21,8 @@ last thing the model reads, and everything before the last message changes
 only when history has to make room (see `history.fit_history`), so a server's prompt
 cache reuses all of it from one turn to the next.
 
-`api_mode = completions` renders the same content as one text with turn
-labels, for models without a chat template (`layout.render_completion`).
+`api_mode = completions` renders the same messages as one text in the
+model's instruct template (`instruct.render`; "plain" labels for base models).
 
 Every text is counted once. A joined text is costed as its pieces plus one
 token per blank line between them, and every message as its text plus
@@ -37,9 +37,9 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from . import inject, rules
+from . import inject, instruct, rules, smallwindow
 from .history import History, fit_history, history_sections
-from .layout import SYSTEM, conversation, render_completion, render_transcript
+from .layout import SYSTEM, conversation, render_transcript
 from .lengths import length_hint
 from .records import (
     INFERRED,
@@ -152,7 +152,10 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         system_text=messages[0]["content"],
         story_text=render_transcript(messages[1:]),
         messages=messages,
-        prompt_text=render_completion(messages) if inputs.settings.api_mode == "completions" else "",
+        prompt_text=(
+            instruct.render(list(messages), inputs.settings.instruct_template)
+            if inputs.settings.api_mode == "completions" else ""
+        ),
         report={},
     )
     report = _report(
@@ -175,7 +178,7 @@ class _Pricing:
 def _price(inputs: TurnInputs) -> _Pricing:
     settings = inputs.settings
     budget = effective_budget(settings.context_token_budget, inputs.window)
-    output_reserve = max(0, settings.max_output_tokens) + OUTPUT_SAFETY_MARGIN
+    output_reserve = max(0, settings.max_output_tokens) + max(0, settings.reasoning_reserve) + OUTPUT_SAFETY_MARGIN
     scale = token_scale(inputs.token_ratio)
     capacity = max(0, math.floor((budget - output_reserve) / scale))
     return _Pricing(budget, output_reserve, scale, capacity)
@@ -211,9 +214,11 @@ class _Parts:
 
 def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int) -> _Parts:
     campaign, settings = inputs.campaign, inputs.settings
+    small = smallwindow.is_small(budget)
     system = _present(
-        _section("narrator", campaign.narrator_prompt.strip() or rules.DEFAULT_NARRATOR_PROMPT),
-        _section("state_rule", rules.STATE_RULE),
+        _section("narrator", campaign.narrator_prompt.strip()
+                 or (rules.COMPACT_NARRATOR_PROMPT if small else rules.DEFAULT_NARRATOR_PROMPT)),
+        _section("state_rule", rules.COMPACT_STATE_RULE if small else rules.STATE_RULE),
         _section("campaign_canon", rules.render_canon(campaign)),
         *knowledge.protected,
         _section("ai_instructions", campaign.ai_instructions.strip()),
@@ -297,6 +302,7 @@ def _report(
             "system": built.system_text,
             "story": built.story_text,
             "mode": settings.api_mode,
+            "template": settings.instruct_template if settings.api_mode == "completions" else "",
             "messages": [dict(m) for m in built.messages],
             "text": built.prompt_text,
         },
@@ -340,8 +346,17 @@ def _report(
             "api_mode": settings.api_mode,
             "temperature": settings.temperature,
             "max_output_tokens": settings.max_output_tokens,
+            "configured_max_output_tokens": settings.configured_max_output_tokens or settings.max_output_tokens,
             "context_token_budget": settings.context_token_budget,
+            "compact_rules": smallwindow.is_small(priced.budget),
         },
+        "window_advice": smallwindow.advice(
+            prompt=total, story=history.spent,
+            story_total=len(parts.past), story_kept=len(history.actions),
+            reply=settings.max_output_tokens,
+            configured_reply=settings.configured_max_output_tokens or settings.max_output_tokens,
+            lore=knowledge.spent,
+        ),
     }
 
 

@@ -1,5 +1,6 @@
-"""How a prompt's parts become what an endpoint reads: alternating chat
-messages, or, for a completions endpoint, one text with turn labels."""
+"""How a prompt's parts become what a chat endpoint reads: alternating
+messages (a completions endpoint gets them in the model's instruct
+template: contextbuild.instruct)."""
 
 from __future__ import annotations
 
@@ -52,15 +53,3 @@ TURN_LABELS = {USER: "Reader", ASSISTANT: "Narrator"}
 def render_transcript(messages) -> str:
     """The conversation as one text with turn labels ("Reader:", "Narrator:")."""
     return rules.SEPARATOR.join(f"{TURN_LABELS[m['role']]}: {m['content']}" for m in messages)
-
-
-def render_completion(messages) -> str:
-    """The prompt for a completions endpoint: the system text, the labelled
-    conversation, and the narrator's label the model continues from.
-    `stop` sequences at the reader's label end the reply (COMPLETION_STOP)."""
-    system, rest = messages[0]["content"], messages[1:]
-    return f"{system}{rules.SEPARATOR}{render_transcript(rest)}{rules.SEPARATOR}{TURN_LABELS[ASSISTANT]}:"
-
-
-#: Where a completions model's reply ends: when it starts the reader's turn.
-COMPLETION_STOP = (f"\n{TURN_LABELS[USER]}:", f"\n\n{TURN_LABELS[USER]}:")

@@ -51,7 +51,15 @@ class ModelSettings:
     api_mode: str = "chat"
     temperature: float = 0.8
     max_output_tokens: int = 600
+    #: The reply length the profile and campaign asked for, before a small window shortened it.
+    configured_max_output_tokens: int | None = None
     context_token_budget: int = 8192
+    #: The instruct template completions mode renders in (contextbuild.instruct).
+    instruct_template: str = "plain"
+    #: Tokens a reasoning model may think for beyond the reply (room kept in the window).
+    reasoning_reserve: int = 0
+    #: Sampler settings in force (the profile's with the campaign's on top), by our names.
+    samplers: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,22 @@ The guard takes your coin and lets you in.
 {"type": "entity", "id": "guard", "name": "The guard", "status": "bribed"}, \
 {"type": "thread", "id": "entry", "status": "resolved"}]}</state>"""
 
+#: The same rules for a small window (contextbuild.smallwindow): a third of
+#: the tokens, the same obligations, so the story keeps most of the prompt.
+COMPACT_NARRATOR_PROMPT = """\
+You narrate an interactive story in the second person, present tense. The \
+reader plays one character: never act, speak or think for them; end where \
+their next choice begins. Let the world answer honestly, keep characters and \
+world consistent with the canon and the narrative state. Vivid prose only: no \
+headings, lists or commentary."""
+
+COMPACT_STATE_RULE = """\
+End every reply with one line: <state>{"events": [...]}</state> (empty list \
+when nothing changed). Event types: scene (summary, location), move (id, to), \
+entity (id, name, status), item (id, item, change gained/lost), thread (id, \
+title, status open/resolved). "you" is the player character; reuse known ids. \
+Never mention the block in the story."""
+
 #: The reader's message when a turn has no new action of theirs: the story's
 #: first narration, and a narration that continues the last one.
 BEGIN_CUE = "Begin the story."

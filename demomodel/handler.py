@@ -109,13 +109,21 @@ class DemoHandler(BaseHTTPRequestHandler):
         limit = body.get("max_tokens")
         stream = body.get("stream") is True
         model = body.get("model") or CHAT_MODEL
-        demo._record({"path": "/v1/completions", "model": model, "prompt": prompt, "stream": stream,
-                      "max_tokens": limit, "stop": body.get("stop"), "received": self.received})
+        logged = {"path": "/v1/completions", "model": model, "prompt": prompt, "stream": stream,
+                  "max_tokens": limit, "stop": body.get("stop"), "received": self.received}
+        extra = {k: v for k, v in body.items() if k not in _CHAT_FIELDS | {"prompt", "stop"}}
+        if extra:
+            logged["extra"] = extra
+        demo._record(logged)
         step = demo._take_step() or Step()
         if step.status is not None:
             return self._send_error(step.status, step.message, retry_after=step.retry_after)
         reply = step.reply if step.reply is not None else narration.narrate([{"role": "user", "content": prompt}])
         finish = "stop"
+        # As a real server does: the reply ends before the first stop string.
+        stops = [s for s in body.get("stop") or () if isinstance(s, str) and s and s in reply]
+        if stops:
+            reply = reply[: min(reply.index(s) for s in stops)]
         if isinstance(limit, int) and limit > 0 and narration.count_tokens(reply) > limit:
             reply, finish = narration.truncate_tokens(reply, limit), "length"
         head = {"id": f"cmpl-demo-{demo._next_id()}", "created": int(time.time()), "model": model}
@@ -141,7 +149,10 @@ class DemoHandler(BaseHTTPRequestHandler):
         n_ctx = self.server.demo.n_ctx
         if n_ctx is None:
             return self._send_error(404, "No route for GET /props.")
-        self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
+        props = {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1}
+        if self.server.demo.chat_template is not None:
+            props["chat_template"] = self.server.demo.chat_template
+        self._send_json(200, props)
 
     def _chat(self, body: dict) -> None:
         """1. Validate and log. 2. Take the scripted step, else the directive
@@ -157,16 +168,22 @@ class DemoHandler(BaseHTTPRequestHandler):
             return self._send_error(400, "'max_tokens' must be a positive integer.")
         stream = body.get("stream") is True
         model = body.get("model") or CHAT_MODEL
-        demo._record(
-            {
-                "path": "/v1/chat/completions",
-                "model": model,
-                "messages": messages,
-                "stream": stream,
-                "max_tokens": limit,
-                "received": self.received,
-            }
-        )
+        logged = {
+            "path": "/v1/chat/completions",
+            "model": model,
+            "messages": messages,
+            "stream": stream,
+            "max_tokens": limit,
+            "received": self.received,
+        }
+        # The request's other fields (samplers, chat_template_kwargs), so tests see what was asked.
+        extra = {k: v for k, v in body.items() if k not in _CHAT_FIELDS}
+        if extra:
+            logged["extra"] = extra
+        demo._record(logged)
+        refusal = _template_refusal(messages, demo.template_refuses)
+        if refusal:
+            return self._send_error(400, refusal)
         summary = narration.is_summary_request(messages)
         if summary:
             step = demo._take_summary_step() or Step()
@@ -212,6 +229,8 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._send_chunk(_event(_chunk(head, {"role": "assistant", "content": ""})))
+        for piece in narration.pieces(step.reasoning) if step.reasoning else ():
+            self._send_chunk(_event(_chunk(head, {"reasoning_content": piece})))
         text = reply if step.cut_after is None else reply[: step.cut_after]
         for number, piece in enumerate(narration.pieces(text)):
             if number == step.pause_after and demo._stopping.wait(step.pause):
@@ -347,6 +366,20 @@ _ROUTES = {
     ("GET", "/_demo/requests"): DemoHandler._requests_get,
     ("DELETE", "/_demo/requests"): DemoHandler._requests_clear,
 }
+
+
+def _template_refusal(messages: list, refuses: set[str]) -> str:
+    """The error a chat template that refuses a role raises, in its words."""
+    roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    if "system" in refuses and "system" in roles:
+        return "System role not supported"
+    if "alternate" in refuses and any(a == b for a, b in zip(roles, roles[1:])):
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    return ""
+
+
+#: Chat request fields every client sends; the rest is logged as `extra`.
+_CHAT_FIELDS = {"model", "messages", "stream", "max_tokens", "max_completion_tokens", "stream_options", "temperature"}
 
 
 def _model_entry(model_id: str) -> dict:

@@ -32,6 +32,9 @@ class Step:
     per_token: bool = False
     dimensions: int | None = None
     payload: dict | list | str | None = None
+    #: Chat only: thinking sent first as `reasoning_content` deltas, as
+    #: llama.cpp and DeepSeek's API send a reasoning model's.
+    reasoning: str | None = None
 
 
 _TYPES = {
@@ -48,6 +51,7 @@ _TYPES = {
     "per_token": bool,
     "dimensions": int,
     "payload": (dict, list, str),
+    "reasoning": str,
 }
 _DIRECTIVE = re.compile(r"\[\[demo:([\w.=]+)\]\]")
 

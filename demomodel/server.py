@@ -51,6 +51,11 @@ class DemoModelServer:
         #: The window `/props` reports, as llama.cpp's server does; None
         #: answers 404 there, as most servers do.
         self.n_ctx = n_ctx
+        #: The chat template `/props` shows (llama.cpp's `chat_template`), if any.
+        self.chat_template: str | None = None
+        #: What the chat template raises on, as Gemma's does: "system" (a
+        #: system message), "alternate" (two messages of one role in a row).
+        self.template_refuses: set[str] = set()
         self.host = host
         self.api_key = api_key
         self.chunk_delay = chunk_delay
@@ -166,6 +171,8 @@ class DemoModelServer:
             self._requests.clear()
 
     def reset(self) -> None:
+        self.chat_template = None
+        self.template_refuses = set()
         self.clear_script()
         self.clear_requests()
 

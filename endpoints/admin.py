@@ -10,9 +10,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
-from . import window
+from contextbuild import instruct
+
+from . import instructprobe, samplers, window
 from .embeddings import model_of
 from .forms import EndpointProfileForm
 from .localembed import is_local
@@ -29,7 +31,9 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     list_display = ["name", "base_url", "chat_model", "embedding_model", "context_token_budget", "is_default", "has_key"]
     list_filter = ["is_default", "is_scripted_demo"]
     search_fields = ["name", "base_url", "chat_model"]
-    readonly_fields = ["server_window", "token_ratio", "semantic_search", "connection"]
+    readonly_fields = [
+        "server_window", "detected_instruct_template", "sampler_support", "token_ratio", "semantic_search", "connection",
+    ]
 
     class Media:
         js = ["endpoints/window_line.js"]
@@ -45,6 +49,23 @@ class EndpointProfileAdmin(admin.ModelAdmin):
             return line.text
         url = reverse("admin:endpoints_endpointprofile_window", args=[obj.pk])
         return format_html('<span role="status" data-window-poll="{}">{}</span>', url, line.text)
+
+    @admin.display(description="Detected template")
+    def detected_instruct_template(self, obj: EndpointProfile) -> str:
+        return template_line(obj)
+
+    @admin.display(description="Samplers on this server")
+    def sampler_support(self, obj: EndpointProfile) -> str:
+        kind, why = samplers.backend_of(obj)
+        rows = format_html_join(
+            "", "<tr><th scope='row'>{}</th><td>{}</td><td>{}</td></tr>",
+            ((r["label"], "—" if r["value"] is None else r["value"], r["effect"]) for r in samplers.rows(obj)),
+        )
+        return format_html(
+            "<p>{} ({}).</p><table class='sampler-support'><thead><tr><th>Setting</th><th>Here</th>"
+            "<th>What this server does with it</th></tr></thead><tbody>{}</tbody></table>",
+            samplers.backends()[kind]["label"], why, rows,
+        )
 
     @admin.display(description="Semantic search")
     def semantic_search(self, obj: EndpointProfile) -> str:
@@ -118,6 +139,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
             "title": f"Test connection: {profile.name}",
             "profile": profile,
             "check": check,
+            "template_line": template_line(profile),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/endpoints/endpointprofile/test_connection.html", context)
@@ -133,4 +155,20 @@ def _checked(profile: EndpointProfile):
         check.embedding_error = embedding_status(profile, now=timezone.now())
     if check.window is not None:
         window.store_probe(profile, check.window)
+    if not check.refused and not check.models_error:
+        instructprobe.store_detection(profile)
     return check
+
+
+def template_line(profile: EndpointProfile) -> str:
+    """What completions mode renders in, and why: the admin's choice, or
+    what the server's model was detected as."""
+    chosen = instruct.template(profile.template_name)
+    if profile.instruct_template:
+        line = f"{chosen.label}, chosen on this profile."
+        if profile.detected_template and profile.detected_template != profile.instruct_template:
+            line += f" The server's model was detected as {instruct.template(profile.detected_template).label}."
+        return line
+    if profile.detected_template:
+        return f"{chosen.label}: {profile.detected_template_why}."
+    return "Not detected yet: the server is asked on the next turn or connection test (plain labels until then)."

@@ -10,9 +10,13 @@ from .allowlist import validate_base_url
 class EndpointProfile(models.Model):
     """An OpenAI-compatible endpoint and how to call it. Admin-managed."""
 
+    class Thinking(models.TextChoices):
+        ALLOW = "allow", "Let a reasoning model think (its thinking is kept out of the story)"
+        OFF = "off", "Ask the model not to think"
+
     class ApiMode(models.TextChoices):
         CHAT = "chat", "Chat completions (messages)"
-        COMPLETIONS = "completions", "Text completions (one labelled text, for models without a chat template)"
+        COMPLETIONS = "completions", "Text completions (one text in the model's instruct template)"
 
     name = models.CharField(max_length=100, unique=True)
     base_url = models.CharField(
@@ -21,6 +25,39 @@ class EndpointProfile(models.Model):
     api_key_encrypted = models.TextField(blank=True, editable=False)
     chat_model = models.CharField(max_length=200)
     api_mode = models.CharField(max_length=20, choices=ApiMode.choices, default=ApiMode.CHAT)
+    #: The instruct template completions mode renders the prompt in
+    #: (contextbuild.instruct); empty means the one detected from the server.
+    instruct_template = models.CharField(
+        max_length=40, blank=True,
+        help_text="Completions mode only. Empty: the template detected from the server (shown below).",
+    )
+    #: What the last check of the server detected, and why (endpoints.instructprobe).
+    detected_template = models.CharField(max_length=40, blank=True, editable=False)
+    detected_template_why = models.CharField(max_length=300, blank=True, editable=False)
+    #: Which kind of server this is, for the samplers it reads
+    #: (endpoints.samplers); empty means what the window probe recognised.
+    backend = models.CharField(max_length=20, blank=True)
+    #: Sampler settings by our names (endpoints/data/samplers.json); a campaign may override them.
+    samplers = models.JSONField(default=dict, blank=True)
+    #: Request fields the server refused by name: no longer sent.
+    refused_samplers = models.JSONField(default=list, blank=True, editable=False)
+    #: How the server's chat template needs the conversation folded (endpoints.rolefolds), learned from its refusals.
+    role_folds = models.JSONField(default=list, blank=True, editable=False)
+    #: Requests Loremaster sends this server at once (a local server serves
+    #: one, or its slots); empty means what the server said (`server_slots`).
+    max_concurrent_requests = models.PositiveSmallIntegerField(
+        null=True, blank=True,
+        help_text="Empty: as many as the server says it serves at once (llama.cpp's slots; llama-cpp-python and "
+                  "KoboldCpp serve one), else no limit.",
+    )
+    server_slots = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    #: How fast the server reads a prompt, measured (endpoints.promptspeed): the first-byte wait follows the prompt's size.
+    prompt_tokens_per_second = models.FloatField(null=True, blank=True, editable=False)
+    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.ALLOW)
+    reasoning_reserve_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens a reasoning model may think for beyond the narration's length; "
+                             "the prompt leaves room for them.",
+    )
     temperature = models.FloatField(default=0.8)
     max_output_tokens = models.PositiveIntegerField(default=600)
     context_token_budget = models.PositiveIntegerField(default=8192)
@@ -75,6 +112,12 @@ class EndpointProfile(models.Model):
         self.api_key_encrypted = secrets_at_rest.encrypt(value)
 
     @property
+    def template_name(self) -> str:
+        """The instruct template prompts are rendered in: the admin's choice,
+        else the detected one, else plain labels."""
+        return self.instruct_template or self.detected_template or "plain"
+
+    @property
     def has_api_key(self) -> bool:
         return bool(self.api_key_encrypted)
 
@@ -102,3 +145,27 @@ class EmbeddingCalibration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}: floor {self.floor:.3f}"
+
+
+class EndpointLease(models.Model):
+    """One request to a model server, holding one of its slots or waiting
+    for one (endpoints.slots). A row beats while its request runs; one that
+    stopped beating belonged to a dead worker and is cleared."""
+
+    class Kind(models.TextChoices):
+        NARRATION = "narration", "Narration"
+        PROBE = "probe", "Probe"
+        DERIVED = "derived", "Summary or memories"
+
+    profile = models.ForeignKey(EndpointProfile, on_delete=models.CASCADE, related_name="leases")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    holding = models.BooleanField(default=False)
+    holder = models.CharField(max_length=200)
+    since = models.DateTimeField()
+    beat = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["profile", "holding"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} on {self.profile_id} ({'holding' if self.holding else 'waiting'})"

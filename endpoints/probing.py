@@ -15,9 +15,10 @@ import httpx
 import openai
 from django.core.exceptions import ValidationError
 
+from . import promptspeed, slots
 from .client import client_for, http_json, server_root
 from .errors import POOLING_ADVICE, describe, error_text, overflow_in, upstream_detail
-from .models import EndpointProfile
+from .models import EndpointLease, EndpointProfile
 from .replycap import ReplyTooLarge
 
 
@@ -29,12 +30,16 @@ class ServerWindow:
     tokens: int | None
     source: str
     detail: str = ""
+    #: Requests the server serves at once, where it says or its kind tells.
+    slots: int | None = None
 
     @property
     def verified(self) -> bool:
         return self.tokens is not None
 
 
+#: A probe the server did not answer in time: busy or slow, not unreachable, and asked again later.
+SLOW = "slow"
 #: Ollama runs a model at this window unless num_ctx is set: 2,048 before
 #: version 0.6, 4,096 from it.
 OLLAMA_DEFAULT_WINDOW = {(0, 6): 4096, (0, 0): 2048}
@@ -55,13 +60,16 @@ def _llama_cpp(profile):
         return None
     slots = _int(props.get("total_slots"))
     detail = f"n_ctx {n_ctx:,} per slot" + (f", {slots} slots" if slots else "")
-    return ServerWindow(n_ctx, "llama.cpp /props", detail)
+    return ServerWindow(n_ctx, "llama.cpp /props", detail, slots=slots)
 
 
 def _koboldcpp(profile):
     answer = http_json(profile, "GET", f"{server_root(profile)}/api/extra/true_max_context_length")
     value = _int(answer.get("value")) if isinstance(answer, dict) else None
-    return ServerWindow(value, "KoboldCpp /api/extra/true_max_context_length", f"max context {value:,}") if value else None
+    if not value:
+        return None
+    # KoboldCpp generates one reply at a time.
+    return ServerWindow(value, "KoboldCpp /api/extra/true_max_context_length", f"max context {value:,}", slots=1)
 
 
 def _listed_model(profile) -> dict | None:
@@ -121,13 +129,15 @@ def _llama_cpp_python(profile):
     per_piece = counted["count"] / 64
     target = profile.context_token_budget + 1
     prompt = " a" * (int(target / per_piece) + 8)
-    client = client_for(profile, timeout=float(profile.first_byte_timeout_seconds))
+    # Read in full if it fits: waited for as long as reading that takes, in the server's one slot.
+    client = client_for(profile, timeout=promptspeed.first_byte_wait(profile, target))
     try:
-        client.completions.create(model=profile.chat_model, prompt=prompt, max_tokens=1, stream=False)
+        with slots.held(profile, EndpointLease.Kind.PROBE):
+            client.completions.create(model=profile.chat_model, prompt=prompt, max_tokens=1, stream=False)
     except openai.APIStatusError as exc:
         overflowed, window = overflow_in(error_text(exc))
         if overflowed and window:
-            return ServerWindow(window, "llama-cpp-python (its refusal of a longer prompt)", f"n_ctx {window:,}")
+            return ServerWindow(window, "llama-cpp-python (its refusal of a longer prompt)", f"n_ctx {window:,}", slots=1)
         return None
     except openai.APITimeoutError:
         raise  # no answer, not an answer that names nothing (probe_window)
@@ -135,7 +145,7 @@ def _llama_cpp_python(profile):
         return None
     return ServerWindow(
         target, "llama-cpp-python (it accepted a budget-sized prompt)",
-        f"the window is at least {target:,}, so the budget of {profile.context_token_budget:,} fits",
+        f"the window is at least {target:,}, so the budget of {profile.context_token_budget:,} fits", slots=1,
     )
 
 
@@ -158,7 +168,10 @@ def probe_window(profile: EndpointProfile) -> ServerWindow:
     except ValidationError:
         return ServerWindow(None, "refused", "the endpoint allowlist does not allow the profile's address (not verified)")
     except (httpx.TimeoutException, openai.APITimeoutError) as exc:
-        return ServerWindow(None, "timed out", f"the server did not answer the probe in time ({type(exc).__name__})")
+        return ServerWindow(
+            None, SLOW, f"the server is slow: it did not answer the probe in time ({type(exc).__name__}); "
+                        "it is asked again later",
+        )
     except (httpx.HTTPError, ValueError) as exc:
         return ServerWindow(None, "unreachable", f"the probe could not reach the server ({type(exc).__name__})")
     return ServerWindow(None, "unknown", "the server does not say what it accepts (not verified)")

@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import openai
 from django.core.exceptions import ValidationError
 
-from contextbuild.layout import COMPLETION_STOP
-
+from . import promptspeed, replyrequest
 from .client import client_for
 from .errors import ModelFailure, describe, error_text, failure_from, overflow_from, upstream_detail
 from .models import EndpointProfile
@@ -29,11 +28,16 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Meter:
-    """What the server reported about one reply: its own count of the
-    prompt's tokens (`usage` on the final streamed chunk), when it sends one."""
+    """What the server reported about one reply beside its text: its own
+    count of the prompt's tokens (`usage` on the final streamed chunk), when
+    it sends one, and the thinking a reasoning model sent as
+    `reasoning_content` or `reasoning` deltas (endpoints.reasoning)."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning: str = ""
+    #: The samplers this reply was asked with, for the snapshot (replyrequest.build).
+    samplers: dict = field(default_factory=dict)
 
 
 #: Profiles whose server refused `stream_options` (older servers validate
@@ -57,36 +61,46 @@ def stream_reply(
     temperature: float,
     max_tokens: int,
     meter: Meter | None = None,
+    samplers: dict | None = None,
+    prompt_tokens: int | None = None,
 ) -> Iterator[str]:
     """Yields the reply's text as it arrives, sampled at `temperature` and at
     most `max_tokens` long (the turn's settings: the profile's or the campaign's).
 
     A chat profile sends `messages`; a completions profile sends `prompt_text`
     and stops where the model would start the reader's turn. The server's
-    token counts, if it sends them, land in `meter`.
+    token counts, if it sends them, land in `meter`. The wait for the first
+    byte follows `prompt_tokens` (endpoints.promptspeed), and the reply
+    teaches the server's reading speed.
 
     Raises ModelFailure for anything but a reply that ended properly: an
     error status, a dropped connection, a refusal, or a stream that stopped
     without saying it had finished (a cut-off reply must not pass as whole).
     """
+    wait = promptspeed.first_byte_wait(profile, prompt_tokens)
     try:
-        client = client_for(profile)
+        client = client_for(profile, timeout=wait)
     except ValidationError as exc:  # the allowlist no longer allows the profile's address
         raise failure_from(exc, profile) from exc
     completions = profile.api_mode == EndpointProfile.ApiMode.COMPLETIONS
-    request = {"model": profile.chat_model, "temperature": temperature, "max_tokens": max_tokens, "stream": True}
-    if completions:
-        request.update(prompt=prompt_text, stop=list(COMPLETION_STOP))
-    else:
-        request.update(messages=messages)
+    request, applied = replyrequest.build(
+        profile, messages=messages, prompt_text=prompt_text, temperature=temperature, max_tokens=max_tokens,
+        completions=completions, samplers=samplers or {},
+    )
+    if meter is not None:
+        meter.samplers = applied
     finish_reason = None
     started = wrote = False
     room = max_tokens * REPLY_CHARS_PER_TOKEN + REPLY_CHARS_MARGIN
-    deadline = time.monotonic() + profile.timeout_seconds
+    opened = time.monotonic()
+    deadline = opened + profile.timeout_seconds
+    first_byte = timings = None
     try:
         with _open_stream(client, profile, request, completions) as stream:
             for chunk in stream:
                 started = True
+                first_byte = first_byte if first_byte is not None else time.monotonic() - opened
+                timings = (getattr(chunk, "model_extra", None) or {}).get("timings") or timings
                 if time.monotonic() > deadline:
                     raise ModelFailure(
                         f"The reply from “{profile.name}” was still coming after {profile.timeout_seconds} seconds, "
@@ -96,6 +110,10 @@ def stream_reply(
                 _read_usage(chunk, meter)
                 for choice in chunk.choices:
                     text = choice.text if completions else (choice.delta.content if choice.delta else None)
+                    thought = None if completions else _reasoning_of(choice.delta)
+                    if thought and meter is not None:
+                        meter.reasoning += thought
+                        wrote = True
                     if text:
                         wrote = True
                         if len(text) >= room:
@@ -108,10 +126,21 @@ def stream_reply(
                         yield text
                     finish_reason = choice.finish_reason or finish_reason
     except (openai.APIConnectionError, httpx.HTTPError) as exc:
-        raise _dropped(exc, client, profile, request, started=started, wrote=wrote) from exc
+        raise _dropped(exc, client, profile, request, started=started, wrote=wrote, wait=wait) from exc
     except openai.OpenAIError as exc:
         raise overflow_from(exc, profile) or failure_from(exc, profile) from exc
     _check_ending(finish_reason, client, profile, request, wrote=wrote)
+    promptspeed.record(profile, prompt_tokens=prompt_tokens, first_byte_seconds=first_byte, timings=timings)
+
+
+def _reasoning_of(delta) -> str | None:
+    """A delta's thinking: `reasoning_content` (DeepSeek, llama.cpp) or
+    `reasoning` (vLLM, OpenRouter), extra fields the client keeps as sent."""
+    if delta is None:
+        return None
+    extra = getattr(delta, "model_extra", None) or {}
+    value = extra.get("reasoning_content") or extra.get("reasoning")
+    return value if isinstance(value, str) else None
 
 
 def _read_usage(chunk, meter: Meter | None) -> None:
@@ -121,7 +150,8 @@ def _read_usage(chunk, meter: Meter | None) -> None:
         meter.completion_tokens = getattr(usage, "completion_tokens", None)
 
 
-def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool):
+def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *, started: bool, wrote: bool,
+             wait: float):
     """The failure for a connection that broke, worded by how far the reply got."""
     detail = upstream_detail(exc)
     if too_large_in(exc) is not None:
@@ -131,9 +161,16 @@ def _dropped(exc: Exception, client, profile: EndpointProfile, request: dict, *,
         # Some servers (llama-cpp-python) accept a stream and drop it when
         # the prompt overflows; asked again without streaming they say so.
         _raise_if_overflow(client, profile, request)
+    if not started and timed_out:
+        return ModelFailure(
+            f"“{profile.name}” sent nothing for {wait:.0f} seconds, longer than reading this prompt should take it. "
+            "Check that it is running and not overloaded, then press Retry. An admin can raise the first-byte "
+            "timeout on the profile.",
+            detail=detail,
+        )
     if started and timed_out:
         return ModelFailure(
-            f"“{profile.name}” went silent for {profile.first_byte_timeout_seconds} seconds in the middle of "
+            f"“{profile.name}” went silent for {wait:.0f} seconds in the middle of "
             "the reply. The text so far is kept; press Retry for a new narration.",
             detail=detail,
         )
@@ -175,11 +212,19 @@ def _open_stream(client: openai.OpenAI, profile: EndpointProfile, request: dict,
         return create(**request)
     try:
         return create(**request, stream_options={"include_usage": True})
-    except openai.BadRequestError as exc:
-        if "stream_options" not in error_text(exc):
+    except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+        text = error_text(exc)
+        if "stream_options" in text:
+            _no_stream_options.add(profile.pk)
+            return create(**request)
+        # A template that refuses a role, or a sampler the server refuses by
+        # name: folded or dropped, remembered, asked again once.
+        retried = replyrequest.refolded(profile, request, text) or replyrequest.without_refused(profile, request, text)
+        if retried is None:
             raise
-        _no_stream_options.add(profile.pk)
-        return create(**request)
+        request.clear()
+        request.update(retried)
+        return create(**request, stream_options={"include_usage": True})
 
 
 def _raise_if_overflow(client: openai.OpenAI, profile: EndpointProfile, request: dict) -> None:

@@ -10,15 +10,19 @@ itself by `effective_budget`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
 from contextbuild import records
 from contextbuild.builder import effective_budget as capped_budget
 
+from . import instructprobe
 from .models import EndpointProfile
-from .probing import ServerWindow, probe_window
+from .probing import SLOW, ServerWindow, probe_window
+
+#: How a kept window's note begins when the check found the server too slow to answer.
+SLOW_NOTE = "The last check, too slow to answer"
 
 #: Kept below a window the server named: our tokenizer (cl100k) undercounts
 #: some models' tokens by a few percent.
@@ -41,12 +45,19 @@ def learn_window(profile: EndpointProfile, *, told: int | None, budget: int) -> 
     return limit
 
 
-def probed(profile: EndpointProfile) -> EndpointProfile:
+#: A probe the server was too slow to answer is asked again after this long.
+SLOW_PROBE_AGAIN = timedelta(minutes=10)
+
+
+def probed(profile: EndpointProfile, *, now: datetime | None = None) -> EndpointProfile:
     """The profile with what its server says it accepts, asking the server
     only when nothing is cached (a new or re-saved profile, or one whose
-    last turn failed)."""
-    if profile.probed_at is None:
+    last turn failed), or when it was too slow to answer a while ago."""
+    now = now or timezone.now()
+    slow = profile.probed_window_source == SLOW or profile.probe_note.startswith(SLOW_NOTE)
+    if profile.probed_at is None or (slow and profile.probed_at < now - SLOW_PROBE_AGAIN):
         store_probe(profile, probe_window(profile))
+        instructprobe.store_detection(profile)
     return profile
 
 
@@ -59,8 +70,12 @@ def store_probe(profile: EndpointProfile, found: ServerWindow, *, now: datetime 
     it; an overflow lowers it (`learn_window`); saving the profile clears it."""
     now = now or timezone.now()
     rows = EndpointProfile.objects.filter(pk=profile.pk)
+    if found.slots is not None:
+        rows.update(server_slots=found.slots)
+        profile.server_slots = found.slots
     if not found.verified:
-        note = f"The last check ({now:%Y-%m-%d %H:%M} UTC) found no window: {found.detail}"[:300]
+        lead = SLOW_NOTE if found.source == SLOW else "The last check"
+        note = f"{lead} ({now:%Y-%m-%d %H:%M} UTC) found no window: {found.detail}"[:300]
         if rows.filter(probed_window_tokens__isnull=False).update(probe_note=note, probed_at=now):
             profile.probe_note, profile.probed_at = note, now
             return

@@ -3,12 +3,14 @@ import re
 from django import forms
 
 from contextbuild.narrative import Entity, NarrativeState, Thread
+from endpoints.forms import PREFIX, SamplerFields, sampler_initial, sampler_values
 from endpoints.models import EndpointProfile
+from endpoints.samplers import settings as sampler_settings
 
 from .models import Campaign
 
 
-class CampaignForm(forms.ModelForm):
+class CampaignForm(SamplerFields, forms.ModelForm):
     """The campaign's settings, grouped as a story setup reads. Canon is
     edited as plain lines so a reader never has to write JSON: one rule a
     line, and `dead -> alive` for a status change that may never happen."""
@@ -19,7 +21,10 @@ class CampaignForm(forms.ModelForm):
         ("Narrator", ("ai_instructions", "authors_note", "narration_length", "narrator_prompt")),
         ("Canon", ("canon_rules", "forbidden_status_changes")),
         ("Model", ("endpoint", "temperature", "max_output_tokens")),
+        ("Samplers", tuple(PREFIX + name for name in sampler_settings())),
     )
+    #: Groups shown folded: a reader opens them when they need them.
+    FOLDED = ("Samplers",)
 
     canon_rules = forms.CharField(
         label="Canon rules", required=False, widget=forms.Textarea(attrs={"rows": 4}),
@@ -77,9 +82,12 @@ class CampaignForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name in sampler_settings():
+            self.fields[PREFIX + name].help_text = "Empty: the endpoint's setting."
         self.fields["endpoint"].queryset = EndpointProfile.objects.all()
         self.fields["endpoint"].empty_label = "The server's default endpoint"
         if self.instance.pk:
+            self.initial.update(sampler_initial(self.instance.sampler_overrides))
             self.initial["canon_rules"] = "\n".join(self.instance.canon_rules)
             self.initial["forbidden_status_changes"] = "\n".join(
                 f"{c['from']} -> {c['to']}" for c in self.instance.forbidden_status_changes
@@ -90,7 +98,8 @@ class CampaignForm(forms.ModelForm):
 
     def groups(self):
         """The form's fields in their groups, for the template."""
-        return [(title, [self[name] for name in names]) for title, names in self.GROUPS]
+        return [(title, [self[name] for name in names], title in self.FOLDED and not any(self[n].errors for n in names))
+                for title, names in self.GROUPS]
 
     def clean_temperature(self):
         value = self.cleaned_data["temperature"]
@@ -124,6 +133,7 @@ class CampaignForm(forms.ModelForm):
 
     def save(self, commit: bool = True) -> Campaign:
         campaign = super().save(commit=False)
+        campaign.sampler_overrides = sampler_values(self.cleaned_data)
         campaign.canon = {
             "rules": self.cleaned_data["canon_rules"],
             "forbidden_status_changes": self.cleaned_data["forbidden_status_changes"],

@@ -35,6 +35,8 @@ class Campaign(models.Model):
     #: and a longer reply than the profile allows is capped to it.
     temperature = models.FloatField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    #: Sampler settings that override the endpoint profile's for this story (endpoints.samplers).
+    sampler_overrides = models.JSONField(default=dict, blank=True)
     #: The story's first narration, written by the reader; it becomes the first action.
     opening_text = models.TextField(blank=True)
     # {"rules": [str], "forbidden_status_changes": [{"from": str, "to": str}]}
@@ -118,6 +120,11 @@ class Action(models.Model):
     # without replaying anything.
     state = models.JSONField(default=dict, blank=True)
     state_rejections = models.JSONField(default=list, blank=True)
+    #: A reasoning model's thinking for this narration (endpoints.reasoning):
+    #: shown behind a reveal and in the inspector, never part of the story.
+    thinking = models.TextField(blank=True)
+    #: Set while the narration waits for a free slot on a busy model server (endpoints.slots).
+    waiting_for_server = models.BooleanField(default=False)
     # When the head last arrived here; redo follows the most recently visited child.
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.

@@ -22,10 +22,10 @@ from contextbuild import ContextOverflow, build_context
 from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
-from endpoints import window
+from endpoints import reasoning, slots, window
 from endpoints.client import endpoint_for
 from endpoints.errors import ContextOverflowAtServer, ModelFailure
-from endpoints.models import EndpointProfile
+from endpoints.models import EndpointLease, EndpointProfile
 from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 from lifecycle import policy, sending
@@ -164,19 +164,22 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     failure = detail = None
     meter = Meter()
     try:
-        for delta in stream_reply(
-            profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
-            temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
-        ):
-            raw += delta
-            if time.monotonic() - last_flush < FLUSH_SECONDS:
-                continue
-            last_flush = time.monotonic()
-            # Written on every interval, changed or not: it is also the
-            # heartbeat that tells other workers this narration is alive.
-            if not _flush(action.pk, stateblock.visible_prose(raw), now=clock()):
-                stopped = True
-                break
+        with slots.held(profile, EndpointLease.Kind.NARRATION, waiting=partial(_waiting, action.pk)):
+            for delta in stream_reply(
+                profile, messages=list(built.messages), prompt_text=built.prompt_text, meter=meter,
+                temperature=inputs.settings.temperature, max_tokens=inputs.settings.max_output_tokens,
+                samplers=dict(inputs.settings.samplers), prompt_tokens=built.report["tokens"]["total"],
+            ):
+                raw += delta
+                if time.monotonic() - last_flush < FLUSH_SECONDS:
+                    continue
+                last_flush = time.monotonic()
+                # Written on every interval, changed or not: it is also the
+                # heartbeat that tells other workers this narration is alive.
+                thought = reasoning.split(raw)
+                if not _flush(action.pk, stateblock.visible_prose(thought.prose), _thinking(thought, meter), now=clock()):
+                    stopped = True
+                    break
     except ContextOverflowAtServer as exc:
         failure, detail = str(exc), exc.detail
         window.learn_window(profile, told=exc.window, budget=built.report["tokens"]["budget"])
@@ -188,7 +191,28 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         _measure(profile, built, meter)
     else:
         log.warning("Narration of action %s failed: %s Server: %s", action.pk, failure, detail or "(nothing)")
-    _finish(action, raw, built, stopped=stopped, failure=failure, detail=detail)
+    built.report["samplers"] = meter.samplers
+    thought = reasoning.split(raw)
+    if failure is None and not stopped and not stateblock.split(thought.prose)[0].strip() and (
+        thought.thinking or meter.reasoning
+    ):
+        failure = (
+            "The model spent its whole reply thinking and wrote no narration. Press Retry; if it happens again, "
+            "an admin can reserve more tokens for reasoning on the profile, or ask the model not to think."
+        )
+    _finish(action, thought.prose, built, stopped=stopped, failure=failure, detail=detail,
+            thinking=_thinking(thought, meter))
+
+
+def _waiting(action_id: int, waiting: bool) -> None:
+    """Tells the page the narration waits for the model server's free slot."""
+    Action.objects.filter(pk=action_id).update(waiting_for_server=waiting)
+
+
+def _thinking(thought: reasoning.Split, meter: Meter) -> str:
+    """All the model's thinking: the deltas the server sent apart and the
+    blocks in the reply's text."""
+    return "\n\n".join(t for t in (meter.reasoning.strip(), thought.thinking) if t)
 
 
 def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
@@ -215,15 +239,18 @@ def _measure(profile: EndpointProfile, built, meter: Meter) -> None:
     tokens["ratio_learned"] = profile.token_ratio
 
 
-def _flush(action_id: int, text: str, *, now: datetime) -> bool:
-    """Writes the text so far; False when the reader has pressed Stop."""
+def _flush(action_id: int, text: str, thinking: str, *, now: datetime) -> bool:
+    """Writes the text and the thinking so far; False when the reader has pressed Stop."""
     return bool(
-        Action.objects.filter(pk=action_id, stop_requested=False).update(text=text, heartbeat=now)
+        Action.objects.filter(pk=action_id, stop_requested=False).update(text=text, thinking=thinking, heartbeat=now)
     )
 
 
 @transaction.atomic
-def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | None, detail: str | None = None) -> None:
+def _finish(
+    action: Action, raw: str, built, *, stopped: bool, failure: str | None, detail: str | None = None,
+    thinking: str = "",
+) -> None:
     """Stores the outcome and the snapshot. A stopped narration keeps the
     text the reader saw when they pressed Stop (the row's), not what the
     model sent after it; a stop also outranks the error a cut stream raises.
@@ -258,6 +285,7 @@ def _finish(action: Action, raw: str, built, *, stopped: bool, failure: str | No
         status=status,
         error=failure or "",
         error_detail=(detail or "") if failure else "",
+        thinking=thinking,
         heartbeat=None,
         **changes,
     )

@@ -12,8 +12,10 @@ from contextlib import nullcontext
 
 from django.db import DatabaseError, connection, transaction
 
-from contextbuild import records, summaries
+from contextbuild import records, smallwindow, summaries
+from contextbuild.builder import effective_budget as capped_budget
 from contextbuild.tokens import count_tokens
+from endpoints import samplers
 from endpoints import window as server_window
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
@@ -50,19 +52,26 @@ def settings_record(
 ) -> records.ModelSettings:
     """The profile's settings, with the campaign's own temperature and reply
     length where the reader set them; the reply never exceeds what the
-    profile allows."""
+    profile allows, nor what a small window affords."""
     temperature = profile.temperature
     max_output_tokens = profile.max_output_tokens
     if campaign is not None and campaign.temperature is not None:
         temperature = campaign.temperature
     if campaign is not None and campaign.max_output_tokens:
         max_output_tokens = min(campaign.max_output_tokens, profile.max_output_tokens)
+    window_budget = capped_budget(budget if budget is not None else profile.context_token_budget,
+                                  server_window.window_for(profile))
     return records.ModelSettings(
         model=profile.chat_model,
         api_mode=profile.api_mode,
         temperature=temperature,
-        max_output_tokens=max_output_tokens,
+        # A small window affords a shorter reply, so the story keeps its share (contextbuild.smallwindow).
+        max_output_tokens=smallwindow.reply_cap(max_output_tokens, window_budget),
+        configured_max_output_tokens=max_output_tokens,
         context_token_budget=budget if budget is not None else profile.context_token_budget,
+        instruct_template=profile.template_name,
+        reasoning_reserve=profile.reasoning_reserve_tokens,
+        samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides if campaign is not None else None),
     )
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from contextbuild import instruct
 from contextbuild import summaries as summary_rules
 from contextbuild.builder import token_scale
 from contextbuild.tokens import count_tokens
-from endpoints import window
+from endpoints import reasoning, samplers, slots, window
+from endpoints.models import EndpointLease
 from endpoints.client import endpoint_for
 from endpoints.streaming import stream_reply
 
@@ -99,17 +101,25 @@ def _reply_tokens(profile) -> int:
     return max(SUMMARY_REPLY_MIN, min(SUMMARY_REPLY_TOKENS, window.effective_budget(profile) // 10))
 
 
-def _ask(profile, messages: tuple[dict, ...]) -> str:
-    """The model's whole reply to a summary request."""
+def _ask(profile, messages: tuple[dict, ...], campaign: Campaign) -> str:
+    """The model's whole reply to a summary request, without its thinking:
+    in the narrations' template and samplers, at the summaries' own temperature."""
     prompt_text = ""
-    if profile.api_mode == profile.ApiMode.COMPLETIONS:
+    if profile.api_mode == profile.ApiMode.COMPLETIONS and profile.template_name == instruct.PLAIN:
+        # A base model continues a document: it is asked for the summary by its label.
         prompt_text = "\n\n".join(m["content"] for m in messages) + "\n\nSummary:"
-    return "".join(
-        stream_reply(
-            profile, messages=list(messages), prompt_text=prompt_text,
-            temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
-        )
-    )
+    elif profile.api_mode == profile.ApiMode.COMPLETIONS:
+        prompt_text = instruct.render(list(messages), profile.template_name)
+    # After the narrations: a one-slot server serves the reader first.
+    with slots.held(profile, EndpointLease.Kind.DERIVED):
+        return reasoning.visible("".join(
+            stream_reply(
+                profile, messages=list(messages), prompt_text=prompt_text,
+                temperature=SUMMARY_TEMPERATURE, max_tokens=_reply_tokens(profile),
+                samplers=samplers.chosen(profile.samplers, campaign.sampler_overrides),
+                prompt_tokens=count_tokens(prompt_text or "\n".join(m["content"] for m in messages)),
+            )
+        ))
 
 
 def _stretch(job: DerivedJob) -> list[Action]:
@@ -138,7 +148,7 @@ def summarize(job: DerivedJob) -> None:
         [modelprose.history_record(a) for a in stretch],
         protagonist=protagonist, capacity=_capacity(profile), count=count_tokens,
     )
-    reply = summary_rules.parse_reply(_ask(profile, request.messages))
+    reply = summary_rules.parse_reply(_ask(profile, request.messages, job.campaign))
     if not reply.text:
         raise derivedjobs.Unusable("The model returned an empty summary.")
     through = request.covered[-1].id
@@ -183,7 +193,7 @@ def merge(job: DerivedJob) -> None:
         derivedjobs.done(job, "The parts to merge changed; nothing was merged.")
         return
     reply = summary_rules.parse_reply(
-        _ask(profile, summary_rules.merge_request(parts, protagonist=job.campaign.persona_name))
+        _ask(profile, summary_rules.merge_request(parts, protagonist=job.campaign.persona_name), job.campaign)
     )
     if not reply.text:
         raise derivedjobs.Unusable("The model returned an empty summary.")

@@ -28,10 +28,16 @@ STREAM_WORKER_CHECK_SECONDS = 5
 RECONNECT_AFTER_BUSY_MS = 3000
 #: A pending narration with no live worker to take it.
 NO_NARRATOR = "no-narrator"
+#: A reasoning model thinking before its first word of narration.
+THINKING = "thinking"
+#: A narration waiting for a busy model server's free slot (endpoints.slots).
+SERVER_BUSY = "server-busy"
 #: What the page's status line says while a narration is on its way.
 STREAM_STATUS = {
     Action.Status.PENDING: "Waiting for a worker…",
     Action.Status.STREAMING: "The narrator is writing…",
+    THINKING: "The narrator is thinking…",
+    SERVER_BUSY: "Waiting for the model server: it is answering another request, and yours is next…",
     NO_NARRATOR: "No narration worker is running. Your action is kept, and the narration starts when one is back.",
 }
 
@@ -64,13 +70,15 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
 
     async def events():
         nonlocal offset
+        # The thinking is sent whole whenever it grew (a reveal's text, replaced).
         started = last_write = time.monotonic()
         told = None
+        thought = 0
         workers_checked, unserved = -STREAM_WORKER_CHECK_SECONDS, False
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
             try:
-                row = await owned.values("text", "status", "error").afirst()
+                row = await owned.values("text", "status", "error", "thinking", "waiting_for_server").afirst()
             except OperationalError:
                 # The pool had no connection (or the database went away):
                 # ending without `done` makes the browser reconnect by itself
@@ -86,11 +94,18 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
                 unserved = not await sync_to_async(workers.serving)(settings.NARRATION_QUEUE, now=timezone.now())
             if waiting and unserved:
                 status = NO_NARRATOR
+            if status == Action.Status.STREAMING and row["thinking"] and not row["text"]:
+                status = THINKING
+            if status == Action.Status.STREAMING and row["waiting_for_server"]:
+                status = SERVER_BUSY
             # A pending narration with an error is one the broker refused: it says why.
             message = row["error"] if status == Action.Status.PENDING and row["error"] else STREAM_STATUS.get(status)
             if message and message != told:
                 told = message
                 yield _sse("status", escape(message))
+            if len(row["thinking"]) > thought:
+                thought = len(row["thinking"])
+                yield _sse("thinking", escape(row["thinking"]))
             text = row["text"]
             if len(text) < offset:
                 break  # a worker took over after another died and starts afresh: the page reloads the story

@@ -52,6 +52,7 @@ def test_a_disallowed_url_is_a_form_error(db):
     form = EndpointProfileForm(data={
         "name": "Metadata", "base_url": "http://169.254.169.254/", "chat_model": "x", "api_mode": "chat",
         "temperature": 0.8, "max_output_tokens": 100, "context_token_budget": 1000, "first_byte_timeout_seconds": 10, "timeout_seconds": 10,
+        "thinking": "allow", "reasoning_reserve_tokens": 0,
     })
     assert not form.is_valid() and "allowlist" in str(form.errors["base_url"])
 
@@ -84,6 +85,7 @@ def test_saving_the_admin_form_without_a_key_keeps_the_stored_one(db):
     data = {
         "name": profile.name, "base_url": profile.base_url, "chat_model": "other", "api_mode": "chat",
         "temperature": 0.5, "max_output_tokens": 100, "context_token_budget": 1000, "first_byte_timeout_seconds": 10, "timeout_seconds": 10,
+        "thinking": "allow", "reasoning_reserve_tokens": 0,
         "api_key": "",
     }
     form = EndpointProfileForm(data=data, instance=profile)

@@ -216,7 +216,8 @@ def test_a_completions_profile_sends_one_labelled_text_and_stores_it(alice, mode
 
 
 def test_a_story_longer_than_the_window_keeps_its_history_anchor_between_turns(campaign_with_turn):
-    campaign, first = campaign_with_turn(budget=1300)
+    # Small enough that ten turns outgrow it, even with the compact rules a small window gets.
+    campaign, first = campaign_with_turn(budget=900)
     reports = [first.snapshot.report]
     for text in ("I wait.", "I hail the ferryman.", "I count the gulls.", "I step aboard.", "I look back.") * 2:
         reports.append(campaign_with_turn.again(campaign, text).snapshot.report)
@@ -240,7 +241,9 @@ def busy(body):
 
 def llama_cpp_python_at(server, completions):
     server.routes = {("POST", "/extras/tokenize/count"): (200, {"count": 64}), ("POST", "/v1/completions"): (400, completions)}
-    return profile_at(server, context_token_budget=8192, first_byte_timeout_seconds=1, max_output_tokens=300)
+    # A total timeout of a second: the probe may wait no longer than that, however long reading its prompt takes.
+    return profile_at(server, context_token_budget=8192, first_byte_timeout_seconds=1, timeout_seconds=1,
+                      max_output_tokens=300)
 
 
 def test_a_probe_that_times_out_keeps_the_verified_window_and_the_next_prompt_fits_it(admin_client, server):

@@ -39,7 +39,8 @@ def test_an_endpoint_failure_is_explained_and_the_players_text_is_kept(
 
 
 def test_a_stalled_endpoint_times_out_with_a_message(alice, model, django_capture_on_commit_callbacks):
-    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1)
+    # A server known to read prompts fast: its wait is the profile's second (endpoints.promptspeed).
+    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1, prompt_tokens_per_second=1e5)
     campaign = CampaignFactory(owner=alice, endpoint=slow)
     model.script({"stall": 3})
     _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)
@@ -48,7 +49,7 @@ def test_a_stalled_endpoint_times_out_with_a_message(alice, model, django_captur
 
 
 def test_a_reply_that_goes_silent_midway_keeps_its_text_and_says_so(alice, model, django_capture_on_commit_callbacks):
-    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1)
+    slow = EndpointProfileFactory(base_url=model.base_url, first_byte_timeout_seconds=1, prompt_tokens_per_second=1e5)
     campaign = CampaignFactory(owner=alice, endpoint=slow)
     model.script({"reply": "The lamp gutters and the dark comes in.", "pause_after": 2, "pause": 3})
     _, narration = _turn(campaign, "Wait.", django_capture_on_commit_callbacks)

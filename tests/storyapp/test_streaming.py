@@ -176,3 +176,23 @@ def test_the_workers_sweep_recovers_a_lost_narration_without_a_page_load(campaig
     sweeper.sweep_once(timezone.now())
     action.refresh_from_db()
     assert action.status == Action.Status.DONE and action.text == "Found again."
+
+
+def test_a_narration_still_thinking_says_so_and_sends_its_thinking(client, campaign, monkeypatch):
+    monkeypatch.setattr(stream, "STREAM_MAX_SECONDS", 0.5)
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
+                           thinking="Tide first, <then> the gulls.", heartbeat=timezone.now())
+    client.force_login(campaign.owner)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert ("status", "", "The narrator is thinking…") in events
+    assert ("thinking", "", "Tide first, &lt;then&gt; the gulls.") in events
+    assert not [e for e in events if e[0] == "chunk"]
+
+
+def test_a_narration_waiting_for_a_busy_model_server_says_so(client, campaign, monkeypatch):
+    monkeypatch.setattr(stream, "STREAM_MAX_SECONDS", 0.5)
+    action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
+                           waiting_for_server=True, heartbeat=timezone.now())
+    client.force_login(campaign.owner)
+    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    assert ("status", "", "Waiting for the model server: it is answering another request, and yours is next…") in events
