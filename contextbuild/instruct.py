@@ -21,6 +21,7 @@ of the package.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -208,3 +209,34 @@ NAME_HINTS = (
     ("qwen", "chatml"), ("smollm", "chatml"), ("hermes", "chatml"), ("yi-", "chatml"),
     ("vicuna", "vicuna"), ("alpaca", "alpaca"), ("pygmalion", "metharme"), ("metharme", "metharme"),
 )
+
+
+#: A speaker's label a model sometimes writes before its narration.
+_LEADING_LABEL = re.compile(r"^\s*(?:narrator|assistant|model|gm|game master)\s*:\s*", re.IGNORECASE)
+
+
+@cache
+def _turn_markers() -> re.Pattern:
+    """Every template's turn markers that cannot be prose: special tokens in
+    angle or square brackets, and the labelled formats' markers at a line's
+    start."""
+    found = set()
+    for chosen in templates().values():
+        affixes = [*chosen.user, *chosen.assistant, *(chosen.system or ()), *chosen.stop, chosen.bos]
+        for piece in affixes:
+            piece = piece.strip()
+            if piece and re.search(r"[<\[｜]", piece):
+                found.add(piece)
+    lines = ("Reader:", "### Instruction", "USER:")
+    pattern = "|".join(sorted(map(re.escape, found), key=len, reverse=True))
+    return re.compile(pattern + "|" + "|".join(r"\n\s*" + re.escape(line) for line in lines))
+
+
+def trimmed_reply(text: str) -> str:
+    """The reply up to the first turn marker of any template (a server that
+    ignored the stop strings, a template detected wrong), without a speaker's
+    label the model put first: neither may become story."""
+    match = _turn_markers().search(text)
+    if match is not None:
+        text = text[: match.start()]
+    return _LEADING_LABEL.sub("", text, count=1)

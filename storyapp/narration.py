@@ -18,7 +18,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from contextbuild import ContextOverflow, build_context
+from contextbuild import ContextOverflow, build_context, instruct
 from contextbuild.rules import strip_echoed_instructions
 from contextbuild.state import apply_block
 from contextbuild.tokens import count_tokens
@@ -176,8 +176,8 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
                 last_flush = time.monotonic()
                 # Written on every interval, changed or not: it is also the
                 # heartbeat that tells other workers this narration is alive.
-                thought = reasoning.split(raw)
-                if not _flush(action.pk, stateblock.visible_prose(thought.prose), _thinking(thought, meter), now=clock()):
+                prose, thinking = _reply_parts(raw, meter)
+                if not _flush(action.pk, stateblock.visible_prose(prose), thinking, now=clock()):
                     stopped = True
                     break
     except ContextOverflowAtServer as exc:
@@ -192,16 +192,13 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     else:
         log.warning("Narration of action %s failed: %s Server: %s", action.pk, failure, detail or "(nothing)")
     built.report["samplers"] = meter.samplers
-    thought = reasoning.split(raw)
-    if failure is None and not stopped and not stateblock.split(thought.prose)[0].strip() and (
-        thought.thinking or meter.reasoning
-    ):
+    prose, thinking = _reply_parts(raw, meter)
+    if failure is None and not stopped and not stateblock.split(prose)[0].strip() and thinking:
         failure = (
             "The model spent its whole reply thinking and wrote no narration. Press Retry; if it happens again, "
             "an admin can reserve more tokens for reasoning on the profile, or ask the model not to think."
         )
-    _finish(action, thought.prose, built, stopped=stopped, failure=failure, detail=detail,
-            thinking=_thinking(thought, meter))
+    _finish(action, prose, built, stopped=stopped, failure=failure, detail=detail, thinking=thinking)
 
 
 def _waiting(action_id: int, waiting: bool) -> None:
@@ -209,10 +206,13 @@ def _waiting(action_id: int, waiting: bool) -> None:
     Action.objects.filter(pk=action_id).update(waiting_for_server=waiting)
 
 
-def _thinking(thought: reasoning.Split, meter: Meter) -> str:
-    """All the model's thinking: the deltas the server sent apart and the
-    blocks in the reply's text."""
-    return "\n\n".join(t for t in (meter.reasoning.strip(), thought.thinking) if t)
+def _reply_parts(raw: str, meter: Meter) -> tuple[str, str]:
+    """The reply's prose and all the model's thinking: the deltas the server
+    sent apart and the blocks in the reply's text. The prose ends at any
+    template's turn marker (contextbuild.instruct.trimmed_reply)."""
+    thought = reasoning.split(raw)
+    thinking = "\n\n".join(t for t in (meter.reasoning.strip(), thought.thinking) if t)
+    return instruct.trimmed_reply(thought.prose), thinking
 
 
 def _measure(profile: EndpointProfile, built, meter: Meter) -> None:

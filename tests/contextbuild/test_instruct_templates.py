@@ -114,3 +114,15 @@ def test_detection_falls_back_to_the_model_name_then_plain():
     name, why = instruct.detect("", "gpt2-base")
     assert name == "plain"
     assert "no chat template" in why
+
+
+@pytest.mark.parametrize(("reply", "kept"), [
+    ("Narrator: The gulls wheel.<|im_end|>\n<|im_start|>user\nI go.", "The gulls wheel."),
+    ("The gulls wheel.<|eot_id|><|start_header_id|>user<|end_header_id|>", "The gulls wheel."),
+    ("The gulls wheel.\nReader: I follow them.", "The gulls wheel."),
+    ("The gulls wheel. [INST] Go on [/INST]", "The gulls wheel. "),
+    ("The gulls wheel.<end_of_turn>\n<start_of_turn>user", "The gulls wheel."),
+    ("A list [1] of <b>bold</b> things, 2 < 3.", "A list [1] of <b>bold</b> things, 2 < 3."),
+])
+def test_no_template_token_or_reader_turn_survives_in_a_reply(reply, kept):
+    assert instruct.trimmed_reply(reply) == kept
