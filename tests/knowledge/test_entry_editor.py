@@ -141,12 +141,14 @@ def test_a_defaulted_entry_stays_compact_and_keeps_what_the_reader_set(reader, c
 def test_other_formats_get_the_settings_under_sillytaverns_names_too(reader, campaign, name):
     source = services.source_index_now(imported(campaign, name))
     entry = source.entries.order_by("position").first()
+    # What the import mapped to SillyTavern's names (NovelAI's budget priority is its order) stays.
+    order = extras_of(entry).get("order", 100)
     response = reader.post(url("entry_edit", source, entry),
                            posted(entry, position="4", depth=2, role="1", groups="rumours", sticky=4), **HX)
     assert response.status_code == 200, response.content.decode()
     extras = extras_of(entry)
     assert (extras["position"], extras["depth"], extras["role"], extras["group"], extras["sticky"]) == (4, 2, 1, "rumours", 4)
-    assert extras["order"] == 100 and extras["probability"] == 100
+    assert extras["order"] == order and extras["probability"] == 100
 
 
 def test_the_character_filter_keeps_its_tags_and_goes_when_it_filters_nothing(reader, westhaven):
@@ -165,7 +167,9 @@ def test_the_character_filter_keeps_its_tags_and_goes_when_it_filters_nothing(re
     LoreEntry.objects.filter(pk=entry.pk).update(extras={**entry.extras, "characterFilter": {"names": ["Odo"], "tags": []}})
     entry.refresh_from_db()
     reader.post(url("entry_edit", westhaven, entry), posted(entry, character_names="", character_exclude=False), **HX)
-    assert "characterFilter" not in extras_of(entry)
+    # A filter of nothing is SillyTavern's default: not stored, read back as the default.
+    assert "characterFilter" not in LoreEntry.objects.get(pk=entry.pk).extras
+    assert extras_of(entry)["characterFilter"] == {"isExclude": False, "names": [], "tags": []}
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
