@@ -37,7 +37,8 @@ def narration(turn: int, branch: str) -> str:
 
 @pytest.fixture
 def campaign(alice, model):
-    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=2048, max_output_tokens=200)
+    # Small enough that a dozen turns outgrow it, with the compact rules a small window gets.
+    profile = EndpointProfileFactory(base_url=model.base_url, context_token_budget=1600, max_output_tokens=200)
     return CampaignFactory(owner=alice, endpoint=profile, persona_name="Mara",
                            initial_state={"scene": {"summary": "Mara enters the vault.", "location": "the vault"}})
 
