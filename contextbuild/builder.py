@@ -152,16 +152,22 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         system_text=messages[0]["content"],
         story_text=render_transcript(messages[1:]),
         messages=messages,
-        prompt_text=(
-            instruct.render(list(messages), inputs.settings.instruct_template)
-            if inputs.settings.api_mode == "completions" else ""
-        ),
+        prompt_text=_completion_text(messages, inputs, parts) if inputs.settings.api_mode == "completions" else "",
         report={},
     )
     report = _report(
         inputs, priced, parts, knowledge, history, turn, built=built, reserved=reserved, available=available
     )
     return replace(built, report=report)
+
+
+def _completion_text(messages, inputs: TurnInputs, parts: _Parts) -> str:
+    """The conversation in the model's template; "Continue" ends on the last
+    narration's own text, so the model goes on with it."""
+    goes_on = parts.cue is not None and parts.cue.text == rules.CONTINUE_CUE
+    conversation_ = instruct.continuing(list(messages), rules.CONTINUE_CUE) if goes_on else list(messages)
+    return instruct.render(conversation_, inputs.settings.instruct_template,
+                           continue_last=goes_on and conversation_[-1]["role"] == "assistant")
 
 
 @dataclass(frozen=True)

@@ -240,3 +240,20 @@ def trimmed_reply(text: str) -> str:
     if match is not None:
         text = text[: match.start()]
     return _LEADING_LABEL.sub("", text, count=1)
+
+
+def continuing(messages: list[dict], cue: str) -> list[dict]:
+    """The conversation for "Continue" in completions mode: it ends on the
+    last narration, so the model goes on with its own text. The turn's live
+    sections (the author's note, the state, ...) move into the reader's turn
+    before that narration, and the cue asking to continue is left out. A
+    conversation that does not end on a narration and the cue is unchanged."""
+    if len(messages) < 3 or messages[-2]["role"] != ASSISTANT or not messages[-1]["content"].endswith(cue):
+        return messages
+    *before, narration, last = [dict(m) for m in messages]
+    live = last["content"][: -len(cue)].rstrip()
+    if live and before and before[-1]["role"] == USER:
+        before[-1]["content"] += "\n\n" + live
+    elif live:
+        before.append({"role": USER, "content": live})
+    return [*before, narration]

@@ -379,3 +379,19 @@ def test_long_memory_stays_within_its_shares_of_a_small_window():
     report = built.report["memories"]
     assert report["used"] and [m["source_action"] for m in report["used"] + report["dropped"]] == list(range(6))
     assert "more met earlier" in next(s["text"] for s in built.report["sections"] if s["label"] == "narrative_state")
+
+
+def test_continue_in_completions_mode_ends_on_the_last_narrations_own_text():
+    history = story(6)
+    built = build_context(turn(history=history, player_text="",
+                               settings=ModelSettings(model="m", api_mode="completions", instruct_template="chatml")))
+    text = built.prompt_text
+    assert text.endswith("<|im_start|>assistant\n" + history[-1].text)
+    assert CONTINUE_CUE not in text
+    assert "[Author's note: Keep the tone grim.]" in text.rsplit("<|im_start|>assistant", 1)[0]
+    assert built.messages[-1]["content"].endswith(CONTINUE_CUE), "chat mode still asks for the continuation"
+
+
+def test_a_new_action_in_completions_mode_ends_on_the_narrators_prefix():
+    built = build_context(full_turn(settings=ModelSettings(model="m", api_mode="completions", instruct_template="chatml")))
+    assert built.prompt_text.endswith(f"{PLAYER}<|im_end|>\n<|im_start|>assistant\n")
