@@ -230,6 +230,9 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self._send_chunk(_event(_chunk(head, {"role": "assistant", "content": ""})))
         for piece in narration.pieces(step.reasoning) if step.reasoning else ():
+            if delay and demo._stopping.wait(delay):
+                self.close_connection = True
+                return
             self._send_chunk(_event(_chunk(head, {"reasoning_content": piece})))
         text = reply if step.cut_after is None else reply[: step.cut_after]
         for number, piece in enumerate(narration.pieces(text)):

@@ -16,7 +16,7 @@ from contextbuild import instruct
 
 from . import instructprobe, samplers, window
 from .embeddings import model_of
-from .forms import EndpointProfileForm
+from .forms import PREFIX, EndpointProfileForm
 from .localembed import is_local
 from .models import EndpointProfile
 from .probeline import window_line
@@ -33,6 +33,20 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     search_fields = ["name", "base_url", "chat_model"]
     readonly_fields = [
         "server_window", "detected_instruct_template", "sampler_support", "token_ratio", "semantic_search", "connection",
+    ]
+    fieldsets = [
+        (None, {"fields": ["name", "base_url", "api_key", "clear_api_key", "chat_model", "is_default", "connection"]}),
+        ("How prompts are sent", {"fields": [
+            "api_mode", "instruct_template", "detected_instruct_template", "temperature", "max_output_tokens",
+            "thinking", "reasoning_reserve_tokens",
+        ]}),
+        ("Window and timing", {"fields": [
+            "context_token_budget", "learned_window_tokens", "server_window", "token_ratio",
+            "first_byte_timeout_seconds", "timeout_seconds", "max_concurrent_requests",
+        ]}),
+        ("Samplers", {"fields": ["backend", "sampler_support", *(PREFIX + name for name in samplers.settings())],
+                      "description": "Empty settings are left to the server. Only what this kind of server reads is sent."}),
+        ("Semantic search", {"fields": ["embedding_model", "semantic_search"]}),
     ]
 
     class Media:

@@ -70,9 +70,10 @@ class EndpointProfileForm(SamplerFields, forms.ModelForm):
     class Meta:
         model = EndpointProfile
         fields = [
-            "name", "base_url", "chat_model", "api_mode", "instruct_template", "backend", "thinking", "reasoning_reserve_tokens", "temperature", "max_output_tokens",
-            "context_token_budget", "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds",
-            "timeout_seconds", "is_default",
+            "name", "base_url", "chat_model", "api_mode", "instruct_template", "backend", "thinking",
+            "reasoning_reserve_tokens", "temperature", "max_output_tokens", "context_token_budget",
+            "learned_window_tokens", "embedding_model", "first_byte_timeout_seconds", "timeout_seconds",
+            "max_concurrent_requests", "is_default",
         ]
         help_texts = {
             "embedding_model": (

@@ -128,5 +128,7 @@ def rows(profile) -> list[dict]:
             effect = f"refused by the server once, so no longer sent (as “{wire[name]}”)"
         else:
             effect = f"sent as “{wire[name]}”"
-        lines.append({"name": name, "label": spec["label"], "value": values.get(name), "effect": effect})
+        value = values.get(name)
+        shown = ", ".join(f"“{v}”" for v in value) if isinstance(value, list) else value
+        lines.append({"name": name, "label": spec["label"], "value": shown, "effect": effect})
     return lines

@@ -114,6 +114,7 @@ def stream_reply(
                     if thought and meter is not None:
                         meter.reasoning += thought
                         wrote = True
+                        yield ""  # no prose yet, but the caller may show the thinking so far
                     if text:
                         wrote = True
                         if len(text) >= room:

@@ -70,3 +70,14 @@ def test_a_profile_set_not_to_think_asks_the_server_and_qwen3_itself(alice, mode
     assert sent["extra"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert sent["messages"][0]["content"].endswith("/no_think")
     assert sent["max_tokens"] == 500
+
+
+def test_thinking_deltas_reach_the_caller_before_any_prose(campaign, model):
+    from endpoints.streaming import Meter, stream_reply
+
+    model.script({"reasoning": "Tide first, then the gulls.", "reply": "The tide turns."})
+    meter = Meter()
+    pieces = list(stream_reply(campaign.endpoint, messages=[{"role": "user", "content": "Go on."}], temperature=0.5,
+                               max_tokens=50, meter=meter))
+    assert pieces[0] == "" and "".join(pieces) == "The tide turns."
+    assert meter.reasoning == "Tide first, then the gulls."
