@@ -112,6 +112,6 @@ def test_the_book_settings_an_added_entry_and_a_deletion(page, campaign, width):
     serpents.locator("summary", has_text="Edit").click()
     page.once("dialog", lambda dialog: dialog.accept())
     serpents.get_by_role("link", name="Delete entry…").click()
-    expect(page.locator(".entry-deleted")).to_have_text("Deleted “Sea serpents”. The book is being re-indexed.")
+    expect(page.locator(".entry-deleted")).to_have_text("Deleted “Sea serpents”. The book is being re-indexed.", timeout=15000)
     assert not book.entries.filter(title="Sea serpents").exists()
     assert horizontal_overflow(page) <= 0
