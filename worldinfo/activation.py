@@ -34,18 +34,19 @@ def consider(item: Item, recursion: bool, min_activations: bool, level: int, run
     """The entry as a candidate of this pass, or None with its reason
     recorded on `run`."""
     entry = item.entry
+    sticky = run.timers.is_sticky(entry)
     delayed = entry.delay_until_recursion
-    if delayed and not item.sticky and (not recursion or delayed > level):
+    if delayed and not sticky and (not recursion or delayed > level):
         run.skip(entry, "recursion_delay", f"waits for recursion level {int(delayed)}")
         return None
-    if recursion and run.settings.recursive and entry.exclude_recursion and not item.sticky:
+    if recursion and run.settings.recursive and entry.exclude_recursion and not sticky:
         run.skip(entry, "no_key", "excluded from recursion; no key in the story", weak=True)
         return None
     depth = run.buffer.depth(item.scan_depth, item.book_depth)
     parts = run.buffer.parts(depth, item.include_names, item.flags, not min_activations)
     if entry.constant:
         return Candidate(item, "constant", "constant", parts)
-    if item.sticky:
+    if sticky:
         until = run.timers.sticky[entry.key].end
         return Candidate(item, "sticky", f"sticky until chat length {until}", parts)
     how = "recursion" if recursion else "key"
@@ -66,7 +67,7 @@ def consider(item: Item, recursion: bool, min_activations: bool, level: int, run
 
 
 def _by_meaning(item: Item, parts: tuple[str, ...], run: Evaluation, why: tuple[str, str]) -> Candidate | None:
-    if item.by_meaning:
+    if item.vectorizable and item.entry.key in run.inputs.by_meaning:
         return Candidate(item, "meaning", "by meaning (semantic search)", parts)
     run.skip(item.entry, *why)
     return None

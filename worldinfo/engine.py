@@ -36,7 +36,7 @@ from worldinfo.groups import Member, filter_groups
 from worldinfo.macros import fill, lowered
 from worldinfo.matching import Matcher, score
 from worldinfo.placement import place
-from worldinfo.prepared import Item, fixed_refusal, prepare_items
+from worldinfo.prepared import Book, Item, fixed_refusal, prepared
 from worldinfo.records import Count, Decision, Entry, Inputs, RegexSearch, Result
 from worldinfo.rolls import roll
 
@@ -65,10 +65,12 @@ class Evaluation:
     macros: dict[str, str]
     timers: timed.Timers
     buffer: ScanBuffer
-    items: list[Item] = field(default_factory=list)
+    book: Book
+    out: set[int] = field(default_factory=set)
     taken: dict[str, Taken] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
     skipped: dict[str, tuple[str, str, int | None]] = field(default_factory=dict)
+    hits: dict[tuple[str, bool], set[int]] = field(default_factory=dict)
     used: int = 0
     overflowed: bool = False
     passes: int = 0
@@ -83,22 +85,36 @@ class Evaluation:
             return
         self.skipped[entry.key] = (how, reason, until)
 
+    def part_hits(self, part: str, case_sensitive: bool) -> set[int]:
+        """The items with a primary key's probe in this part."""
+        memo = (part, case_sensitive)
+        found = self.hits.get(memo)
+        if found is None:
+            probes = self.book.probes[case_sensitive]
+            index = self.matcher.index(self.matcher.text(part, case_sensitive))
+            found = self.hits[memo] = set()
+            for probe in probes.keys() & index.subs:
+                found.update(probes[probe])
+        return found
+
 
 def evaluate(inputs: Inputs, *, count: Count, regex_search: RegexSearch | None = None) -> Result:
     """Which entries go into this turn's prompt and where, every entry's
     decision, and the timed state to store with the narration."""
     settings = turn_settings.combine(list(inputs.books.values()))
     timers = timed.check(inputs.timed, inputs.entries, inputs.chat_length)
+    macros = lowered(inputs.macros)
     run = Evaluation(inputs=inputs, count=count, matcher=Matcher(regex_search), settings=settings,
-                     budget=turn_settings.budget(settings, inputs.budget_tokens), macros=lowered(inputs.macros),
-                     timers=timers, buffer=ScanBuffer(inputs.messages, inputs.sources))
-    for item in prepare_items(inputs, run.macros, timers):
+                     budget=turn_settings.budget(settings, inputs.budget_tokens), macros=macros,
+                     timers=timers, buffer=ScanBuffer(inputs.messages, inputs.sources),
+                     book=prepared(inputs, macros))
+    cooling = [run.book.by_key[key] for key in timers.cooldown if key in run.book.by_key]
+    for item in run.book.checked + cooling:
         refusal = fixed_refusal(item.entry, inputs, timers)
         if refusal:
             run.skip(item.entry, *refusal)
-        else:
-            run.items.append(item)
-    if run.items:
+            run.out.add(item.index)
+    if run.book.items:
         _scan(run)
     taken = list(run.taken.values())
     state = timed.settle(timers, [t.item.entry for t in taken])
@@ -123,14 +139,31 @@ def _scan(run: Evaluation) -> None:
         if state == RECURSION:
             run.level += 1
         found = [c for c in (consider(item, state == RECURSION, state == MIN_ACTIVATIONS, current_level, run)
-                             for item in run.items if item.entry.key not in run.taken
-                             and item.entry.key not in run.failed) if c is not None]
-        found.sort(key=lambda c: (not c.item.sticky, c.item.index))
-        new = _take(run, _settle_groups(run, found, state))
+                             for item in _live(run, state)) if c is not None]
+        found.sort(key=lambda c: (not run.timers.is_sticky(c.item.entry), c.item.index))
+        new = _take(run, _settle_groups(run, found))
         for_recursion = [t for t in new if not t.item.entry.prevent_recursion]
         state, current_level = _next_state(run, state, for_recursion, levels, current_level)
         if state:
             run.buffer.add_recursion("\n".join(t.content for t in for_recursion))
+
+
+def _live(run: Evaluation, state: int) -> list[Item]:
+    """The items this pass must look at, in SillyTavern's order: those
+    always looked at, the sticky and the admitted by meaning, and those
+    with a key's probe in their scan text; every other one has no key in
+    it (its decision says so at the end)."""
+    book = run.book
+    chosen = set(book.always)
+    chosen.update(book.by_key[key].index for key in run.timers.sticky if key in book.by_key)
+    chosen.update(book.by_key[key].index for key in run.inputs.by_meaning
+                  if key in book.by_key and book.by_key[key].vectorizable)
+    for (scan_depth, book_depth, names, flags, case), members in book.readers.items():
+        depth = run.buffer.depth(scan_depth, book_depth)
+        for part in run.buffer.parts(depth, names, flags, state != MIN_ACTIVATIONS):
+            chosen.update(members & run.part_hits(part, case))
+    chosen -= run.out
+    return [book.items[index] for index in sorted(chosen)]
 
 
 def _next_state(run: Evaluation, state: int, for_recursion: list[Taken], levels: list[int],
@@ -154,7 +187,7 @@ def _next_state(run: Evaluation, state: int, for_recursion: list[Taken], levels:
     return following, current_level
 
 
-def _settle_groups(run: Evaluation, found: list[Candidate], state: int) -> list[Candidate]:
+def _settle_groups(run: Evaluation, found: list[Candidate]) -> list[Candidate]:
     """The candidates left once SillyTavern's inclusion-group rules ran."""
     grouped = [c for c in found if c.item.entry.groups]
     if not grouped:
@@ -187,7 +220,7 @@ def _member(candidate: Candidate, run: Evaluation) -> Member:
     return Member(key=entry.key, title=entry.title, groups=entry.groups, order=entry.order,
                   weight=entry.group_weight, prioritize=entry.group_override, scored=candidate.item.scored,
                   group_scoring=candidate.item.book_scoring or entry.use_group_scoring is True,
-                  sticky=candidate.item.sticky,
+                  sticky=run.timers.is_sticky(entry),
                   timed_out=run.timers.is_cooling(entry) or run.timers.is_delayed(entry))
 
 
@@ -197,10 +230,11 @@ def _take(run: Evaluation, candidates: list[Candidate]) -> list[Taken]:
     for candidate in candidates:
         entry = candidate.item.entry
         chance = ""
-        if entry.use_probability and entry.probability != 100 and not candidate.item.sticky:
+        if entry.use_probability and entry.probability != 100 and not run.timers.is_sticky(entry):
             rolled = roll(run.inputs.seed, "probability", entry.key) * 100
             if rolled > entry.probability:
                 run.failed.add(entry.key)
+                run.out.add(candidate.item.index)
                 run.skip(entry, "probability", f"failed its {entry.probability} % roll (rolled {rolled:.1f})")
                 continue
             chance = f"; passed its {entry.probability} % roll (rolled {rolled:.1f})"
@@ -216,23 +250,48 @@ def _take(run: Evaluation, candidates: list[Candidate]) -> list[Taken]:
         candidate.reason += chance
         taken = Taken(candidate.item, candidate, content, tokens, run.level)
         run.taken[entry.key] = taken
+        run.out.add(candidate.item.index)
         run.skipped.pop(entry.key, None)
         new.append(taken)
     return new
 
 
 def _decisions(run: Evaluation, taken: list[Taken], state) -> tuple[Decision, ...]:
+    """Activated entries in the order taken, then every other entry in the
+    order given; an entry no rule spoke for had no key in its scan text."""
     decisions = []
     for t in taken:
         entry = t.item.entry
         effect = state.sticky.get(entry.key) or state.cooldown.get(entry.key)
         decisions.append(_decision(entry, True, t.candidate.how, t.candidate.reason, t.tokens, t.level,
                                    effect.end if effect else None))
-    for entry in run.inputs.entries:
-        if entry.key in run.skipped:
-            how, reason, until = run.skipped[entry.key]
-            decisions.append(_decision(entry, False, how, reason, entry.tokens, 0, until))
+    taken_keys, skipped = run.taken, run.skipped
+    for item, default in zip(run.book.given, _defaults(run), strict=True):
+        entry = item.entry
+        if entry.key in taken_keys:
+            continue
+        reason = skipped.get(entry.key)
+        if reason is None:
+            decisions.append(default)
+        else:
+            how, why, until = reason
+            decisions.append(_decision(entry, False, how, why, entry.tokens, 0, until))
     return tuple(decisions)
+
+
+def _defaults(run: Evaluation) -> list[Decision]:
+    """The "no key found" decision of every entry, in the order given, for
+    this evaluation's scan depth (kept with the prepared book)."""
+    skew = run.buffer.skew
+    defaults = run.book.decisions.get(skew)
+    if defaults is None:
+        defaults = run.book.decisions[skew] = []
+        for item in run.book.given:
+            depth = run.buffer.depth(item.scan_depth, item.book_depth)
+            reason = (f"no key found (scan depth {depth})" if depth > 0
+                      else "no key found (scan depth 0: nothing scanned)")
+            defaults.append(_decision(item.entry, False, "no_key", reason, item.entry.tokens, 0, None))
+    return defaults
 
 
 def _decision(entry: Entry, activated: bool, how: str, reason: str, tokens: int, level: int,
