@@ -40,6 +40,8 @@ from worldinfo.prepared import Book, Item, fixed_refusal, prepared
 from worldinfo.records import Count, Decision, Entry, Inputs, RegexSearch, Result
 from worldinfo.rolls import roll
 
+#: Most skipped decisions a prepared book keeps for later turns (rolls vary by seed).
+SKIPPED_KEPT = 20_000
 # SillyTavern's scan_state.
 NONE, INITIAL, RECURSION, MIN_ACTIVATIONS = range(4)
 
@@ -91,9 +93,9 @@ class Evaluation:
         found = self.hits.get(memo)
         if found is None:
             probes = self.book.probes[case_sensitive]
-            index = self.matcher.index(self.matcher.text(part, case_sensitive))
+            text = self.matcher.text(part, case_sensitive)
             found = self.hits[memo] = set()
-            for probe in probes.keys() & index.subs:
+            for probe in probes.keys() & self.matcher.index(text).subs:
                 found.update(probes[probe])
         return found
 
@@ -104,10 +106,11 @@ def evaluate(inputs: Inputs, *, count: Count, regex_search: RegexSearch | None =
     settings = turn_settings.combine(list(inputs.books.values()))
     timers = timed.check(inputs.timed, inputs.entries, inputs.chat_length)
     macros = lowered(inputs.macros)
-    run = Evaluation(inputs=inputs, count=count, matcher=Matcher(regex_search), settings=settings,
+    book = prepared(inputs, macros)
+    run = Evaluation(inputs=inputs, count=count, settings=settings, book=book,
+                     matcher=Matcher(regex_search),
                      budget=turn_settings.budget(settings, inputs.budget_tokens), macros=macros,
-                     timers=timers, buffer=ScanBuffer(inputs.messages, inputs.sources),
-                     book=prepared(inputs, macros))
+                     timers=timers, buffer=ScanBuffer(inputs.messages, inputs.sources))
     cooling = [run.book.by_key[key] for key in timers.cooldown if key in run.book.by_key]
     for item in run.book.checked + cooling:
         refusal = fixed_refusal(item.entry, inputs, timers)
@@ -265,17 +268,20 @@ def _decisions(run: Evaluation, taken: list[Taken], state) -> tuple[Decision, ..
         effect = state.sticky.get(entry.key) or state.cooldown.get(entry.key)
         decisions.append(_decision(entry, True, t.candidate.how, t.candidate.reason, t.tokens, t.level,
                                    effect.end if effect else None))
-    taken_keys, skipped = run.taken, run.skipped
-    for item, default in zip(run.book.given, _defaults(run), strict=True):
-        entry = item.entry
-        if entry.key in taken_keys:
-            continue
-        reason = skipped.get(entry.key)
-        if reason is None:
-            decisions.append(default)
-        else:
-            how, why, until = reason
-            decisions.append(_decision(entry, False, how, why, entry.tokens, 0, until))
+    given = list(_defaults(run))
+    position = run.book.position
+    for key in run.taken:
+        given[position[key]] = None
+    made = run.book.skipped
+    if len(made) > SKIPPED_KEPT:
+        made.clear()
+    for key, reason in run.skipped.items():
+        decision = made.get((key, reason))
+        if decision is None:
+            entry = run.book.by_key[key].entry
+            decision = made[(key, reason)] = _decision(entry, False, *reason[:2], entry.tokens, 0, reason[2])
+        given[position[key]] = decision
+    decisions += [d for d in given if d is not None] if run.taken else given
     return tuple(decisions)
 
 

@@ -60,8 +60,12 @@ class Book:
     probes: dict[bool, dict[str, list[int]]]
     #: The items in the order the entries were given.
     given: list[Item] = field(default_factory=list)
+    #: An entry's key → its place in `given`.
+    position: dict[str, int] = field(default_factory=dict)
     #: The min-activations skew → every entry's "no key found" decision, in the order given.
     decisions: dict[int, list[Decision]] = field(default_factory=dict)
+    #: (key, (how, reason, until)) → that skipped decision, as turns repeat them.
+    skipped: dict[tuple, Decision] = field(default_factory=dict)
 
 
 _KEPT: list[Book] = []
@@ -84,8 +88,9 @@ def _prepare(inputs: Inputs, macros: dict[str, str]) -> Book:
     book = Book(entries=inputs.entries, books=dict(inputs.books), macros=dict(macros), items=items,
                 by_key={item.entry.key: item for item in items}, always=[], checked=[], readers={},
                 probes={True: {}, False: {}})
-    position = {id(entry): n for n, entry in enumerate(inputs.entries)}
-    book.given = sorted(items, key=lambda item: position[id(item.entry)])
+    given = {id(entry): n for n, entry in enumerate(inputs.entries)}
+    book.given = sorted(items, key=lambda item: given[id(item.entry)])
+    book.position = {item.entry.key: n for n, item in enumerate(book.given)}
     for item in items:
         entry = item.entry
         if not entry.enabled or entry.character_filter.names or entry.triggers or entry.delay:
