@@ -40,6 +40,8 @@ from worldinfo.prepared import Book, Item, fixed_refusal, prepared
 from worldinfo.records import Count, Decision, Entry, Inputs, RegexSearch, Result
 from worldinfo.rolls import roll
 
+#: Most contents whose probe hits (and indexes) a prepared book keeps.
+CONTENTS_KEPT = 20_000
 #: Most skipped decisions a prepared book keeps for later turns (rolls vary by seed).
 SKIPPED_KEPT = 20_000
 # SillyTavern's scan_state.
@@ -88,15 +90,33 @@ class Evaluation:
         self.skipped[entry.key] = (how, reason, until)
 
     def part_hits(self, part: str, case_sensitive: bool) -> set[int]:
-        """The items with a primary key's probe in this part."""
+        """The items with a primary key's probe in this part: for a
+        recursion chunk, the union of its contents' (kept with the book,
+        since contents come back turn after turn)."""
         memo = (part, case_sensitive)
         found = self.hits.get(memo)
         if found is None:
-            probes = self.book.probes[case_sensitive]
-            text = self.matcher.text(part, case_sensitive)
-            found = self.hits[memo] = set()
-            for probe in probes.keys() & self.matcher.index(text).subs:
-                found.update(probes[probe])
+            pieces = self.buffer.pieces.get(part)
+            if pieces is None:
+                found = self._hits(part, case_sensitive, keep=False)
+            else:
+                kept = self.book.content_hits
+                found = set()
+                for piece in pieces:
+                    piece_hits = kept.get((piece, case_sensitive))
+                    if piece_hits is None:
+                        if len(kept) > CONTENTS_KEPT:
+                            kept.clear()
+                        piece_hits = kept[(piece, case_sensitive)] = self._hits(piece, case_sensitive, keep=True)
+                    found |= piece_hits
+            self.hits[memo] = found
+        return found
+
+    def _hits(self, text: str, case_sensitive: bool, *, keep: bool) -> set[int]:
+        probes = self.book.probes[case_sensitive]
+        found = set()
+        for probe in probes.keys() & self.matcher.index(self.matcher.text(text, case_sensitive), keep=keep).subs:
+            found.update(probes[probe])
         return found
 
 
@@ -107,10 +127,11 @@ def evaluate(inputs: Inputs, *, count: Count, regex_search: RegexSearch | None =
     timers = timed.check(inputs.timed, inputs.entries, inputs.chat_length)
     macros = lowered(inputs.macros)
     book = prepared(inputs, macros)
+    buffer = ScanBuffer(inputs.messages, inputs.sources)
     run = Evaluation(inputs=inputs, count=count, settings=settings, book=book,
-                     matcher=Matcher(regex_search),
+                     matcher=Matcher(regex_search, kept=book.content_indexes, pieces=buffer.pieces),
                      budget=turn_settings.budget(settings, inputs.budget_tokens), macros=macros,
-                     timers=timers, buffer=ScanBuffer(inputs.messages, inputs.sources))
+                     timers=timers, buffer=buffer)
     cooling = [run.book.by_key[key] for key in timers.cooldown if key in run.book.by_key]
     for item in run.book.checked + cooling:
         refusal = fixed_refusal(item.entry, inputs, timers)
@@ -130,7 +151,7 @@ def evaluate(inputs: Inputs, *, count: Count, regex_search: RegexSearch | None =
 
 def _scan(run: Evaluation) -> None:
     """SillyTavern's pass loop, with its rules for the next pass."""
-    levels = sorted({int(e.delay_until_recursion) for e in run.inputs.entries if e.delay_until_recursion})
+    levels = list(run.book.delay_levels)
     current_level = levels.pop(0) if levels else 0
     state = INITIAL
     steps = run.settings.max_recursion_steps
@@ -148,7 +169,7 @@ def _scan(run: Evaluation) -> None:
         for_recursion = [t for t in new if not t.item.entry.prevent_recursion]
         state, current_level = _next_state(run, state, for_recursion, levels, current_level)
         if state:
-            run.buffer.add_recursion("\n".join(t.content for t in for_recursion))
+            run.buffer.add_recursion([t.content for t in for_recursion])
 
 
 def _live(run: Evaluation, state: int) -> list[Item]:

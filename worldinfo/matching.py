@@ -28,6 +28,8 @@ from worldinfo.textindex import PartIndex, probe_of
 MATCHER = "\x01"
 JOINER = "\n" + MATCHER
 #: SillyTavern's parseRegexFromString: `/body/flags`, no unescaped slash inside.
+#: Most contents' indexes kept across evaluations.
+KEPT_INDEXES = 20_000
 _REGEX_KEY = re.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
 _UNESCAPED_SLASH = re.compile(r"(^|[^\\])/")
 
@@ -69,12 +71,17 @@ def prepare(text: str, *, case_sensitive: bool, whole_words: bool) -> Key | None
 
 class Matcher:
     """Answers keys against scan texts, keeping each part's index (and
-    lowered form) for the evaluation."""
+    lowered form) for the evaluation. A recursion chunk is read content by
+    content (`pieces`), and contents' indexes are kept in `kept` across
+    evaluations, since the same contents come back turn after turn."""
 
-    def __init__(self, regex_search: RegexSearch | None):
+    def __init__(self, regex_search: RegexSearch | None, *, kept: dict | None = None,
+                 pieces: dict[str, tuple[str, ...]] | None = None):
         self._regex_search = regex_search
         self._lowered: dict[str, str] = {}
         self._indexes: dict[str, PartIndex] = {}
+        self._kept = {} if kept is None else kept
+        self.pieces = {} if pieces is None else pieces
         self._regex: dict[tuple[str, str], bool | None] = {}
         self._words: dict[str, re.Pattern] = {}
 
@@ -86,26 +93,41 @@ class Matcher:
             low = self._lowered[part] = part.lower()
         return low
 
-    def index(self, text: str) -> PartIndex:
+    def index(self, text: str, *, keep: bool = False) -> PartIndex:
+        indexes = self._kept if keep else self._indexes
+        found = indexes.get(text)
+        if found is None:
+            if keep and len(indexes) > KEPT_INDEXES:
+                indexes.clear()
+            found = indexes[text] = PartIndex(text)
+        return found
+
+    def part_index(self, part: str, case_sensitive: bool) -> PartIndex:
+        """The index of a part as searched (lowered unless case sensitive);
+        a recursion chunk's is the union of its contents' kept indexes."""
+        text = self.text(part, case_sensitive)
+        pieces = self.pieces.get(part)
+        if pieces is None:
+            return self.index(text)
         found = self._indexes.get(text)
         if found is None:
-            found = self._indexes[text] = PartIndex(text)
+            found = self._indexes[text] = PartIndex.merged(
+                [self.index(self.text(piece, case_sensitive), keep=True) for piece in pieces])
         return found
 
     def match(self, key: Key, parts: tuple[str, ...], case_sensitive: bool) -> str:
         if key.regex:
             return self._match_regex(key, parts)
         for part in parts:
-            text = self.text(part, case_sensitive)
             if key.probe is not None:
-                index = self.index(text)
+                index = self.part_index(part, case_sensitive)
                 if key.probe not in index.subs:
                     continue
                 if key.exact:
                     if not key.whole or key.needle in index.words:
                         return FOUND
                     continue
-            if self._find(key, text):
+            if self._find(key, self.text(part, case_sensitive)):
                 return FOUND
         return MISSING
 

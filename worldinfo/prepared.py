@@ -58,12 +58,17 @@ class Book:
     readers: dict[tuple, set[int]]
     #: case sensitive → probe → items whose primary key has it.
     probes: dict[bool, dict[str, list[int]]]
+    #: SillyTavern's availableRecursionDelayLevels: every entry's level, once, ascending.
+    delay_levels: tuple[int, ...] = ()
     #: The items in the order the entries were given.
     given: list[Item] = field(default_factory=list)
     #: An entry's key → its place in `given`.
     position: dict[str, int] = field(default_factory=dict)
     #: The min-activations skew → every entry's "no key found" decision, in the order given.
     decisions: dict[int, list[Decision]] = field(default_factory=dict)
+    #: (content, case sensitive) → the items with a probe in it; and contents' indexes.
+    content_hits: dict[tuple[str, bool], set[int]] = field(default_factory=dict)
+    content_indexes: dict = field(default_factory=dict)
     #: (key, (how, reason, until)) → that skipped decision, as turns repeat them.
     skipped: dict[tuple, Decision] = field(default_factory=dict)
 
@@ -91,6 +96,7 @@ def _prepare(inputs: Inputs, macros: dict[str, str]) -> Book:
     given = {id(entry): n for n, entry in enumerate(inputs.entries)}
     book.given = sorted(items, key=lambda item: given[id(item.entry)])
     book.position = {item.entry.key: n for n, item in enumerate(book.given)}
+    book.delay_levels = tuple(sorted({int(e.delay_until_recursion) for e in entries if e.delay_until_recursion}))
     for item in items:
         entry = item.entry
         if not entry.enabled or entry.character_filter.names or entry.triggers or entry.delay:

@@ -44,6 +44,15 @@ class PartIndex:
                 subs.update(run[start:end] for end in range(start + 1, min(size, start + CAP) + 1))
         self.subs = subs
 
+    @classmethod
+    def merged(cls, indexes: list[PartIndex]) -> PartIndex:
+        """The index of texts joined with a newline (no run spans two)."""
+        joined = cls.__new__(cls)
+        joined._text = "\n".join(index._text for index in indexes)
+        joined._words = None
+        joined.subs = set().union(*(index.subs for index in indexes))
+        return joined
+
     @property
     def words(self) -> set[str]:
         if self._words is None:
