@@ -83,8 +83,9 @@ class Evaluation:
 
     def skip(self, entry: Entry, how: str, reason: str, until: int | None = None, *, weak: bool = False) -> None:
         """Record why an entry is out; a later pass's reason replaces an
-        earlier one, except a weak one (excluded from recursion), which says
-        less than what the entry's first pass found."""
+        earlier one, except a weak one (excluded from recursion, or turned
+        away by a group that already fired), which says less than what the
+        entry's earlier pass found."""
         if weak and entry.key in self.skipped:
             return
         self.skipped[entry.key] = (how, reason, until)
@@ -233,9 +234,9 @@ def _settle_groups(run: Evaluation, found: list[Candidate]) -> list[Candidate]:
     def draw(group: str) -> float:
         return roll(run.inputs.seed, "group", group, run.passes)
 
-    lost = filter_groups(members, earlier, score=key_score, draw=draw)
+    lost, turned_away = filter_groups(members, earlier, score=key_score, draw=draw)
     for key, reason in lost.items():
-        run.skip(by_key[key].item.entry, "group", reason)
+        run.skip(by_key[key].item.entry, "group", reason, weak=key in turned_away)
     return [c for c in found if c.item.entry.key not in lost]
 
 

@@ -134,3 +134,11 @@ def test_the_roll_comes_after_the_group_so_a_failed_winner_leaves_the_group_empt
     assert titles(result) == []
     assert decision(result, "Winner").how == "probability"
     assert decision(result, "Loser").how == "group"
+
+
+def test_a_loser_keeps_the_reason_it_lost_by_when_a_later_pass_turns_it_away_again():
+    winner = EntryFactory(title="Winner", keys=("sky",), groups=("g",), group_override=True, content="fog")
+    loser = EntryFactory(title="Loser", keys=("sky",), groups=("g",))
+    result = run([winner, loser], ("sky",), book=BookSettings(recursive=True))
+    assert result.passes == 2
+    assert decision(result, "Loser").reason == "lost group “g” to “Winner” (prioritized, order 100)"
