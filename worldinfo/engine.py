@@ -22,6 +22,24 @@ would reach the budget is left out and ends the taking, except entries that
 ignore the budget, which are still taken. (SillyTavern counts the tokens of
 the joined text; Loremaster adds each entry's own count, which the caller
 made once.)
+
+Where Loremaster departs from SillyTavern, on purpose: rolls are seeded
+(worldinfo.rolls), not `Math.random()`; the budget counts every entry taken
+in earlier passes, where SillyTavern counts only their recursion text (so a
+`preventRecursion` entry escaped it); `ignore_budget` is read as SillyTavern
+1.12.7 reads `ignoreBudget`; a group member that lost in one group is out of
+the running in its others, and "already fired" means a member of that
+group fired, not one with the same group string; an edited entry's timers
+are dropped (SillyTavern keeps the stale effect until it ends); macros are
+filled in the keys group scoring counts; the character filter compares
+names without case and reads no tags; content decorators (`@@activate`)
+are not read; activation by meaning is tried after the keys (the outcome is
+SillyTavern's, the decision says "key" when a key matched).
+
+Entries are told apart by `Entry.key`, which must be unique in one
+evaluation. The prepared book (worldinfo.prepared) is reused while the
+entries, books and macros are equal: a caller that hands the same Entry
+objects each turn pays its preparation once.
 """
 
 from __future__ import annotations
