@@ -327,16 +327,18 @@ def _decisions(run: Evaluation, taken: list[Taken], state) -> tuple[Decision, ..
 
 def _defaults(run: Evaluation) -> list[Decision]:
     """The "no key found" decision of every entry, in the order given, for
-    this evaluation's scan depth (kept with the prepared book)."""
+    this evaluation's scan depth (kept with the prepared book, stored only
+    once whole, as another thread may read the book meanwhile)."""
     skew = run.buffer.skew
     defaults = run.book.decisions.get(skew)
     if defaults is None:
-        defaults = run.book.decisions[skew] = []
+        defaults = []
         for item in run.book.given:
             depth = run.buffer.depth(item.scan_depth, item.book_depth)
             reason = (f"no key found (scan depth {depth})" if depth > 0
                       else "no key found (scan depth 0: nothing scanned)")
             defaults.append(_decision(item.entry, False, "no_key", reason, item.entry.tokens, 0, None))
+        run.book.decisions[skew] = defaults
     return defaults
 
 
