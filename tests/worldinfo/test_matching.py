@@ -153,3 +153,16 @@ def test_match_flags_add_their_sources_and_injected_text_is_always_scanned():
 def test_the_matched_key_is_named_in_the_reason():
     dragon = EntryFactory(title="Dragon", keys=("wyrm", "dragon"))
     assert decision(run([dragon], ("a dragon",)), "Dragon").reason == "key “dragon”"
+
+
+def test_each_entry_takes_its_defaults_from_its_own_book():
+    strict = EntryFactory(title="Strict", keys=("Mara",), book="strict")
+    loose = EntryFactory(title="Loose", keys=("Mara",), book="loose")
+    books = {"strict": BookSettings(case_sensitive=True, scan_depth=1), "loose": BookSettings()}
+    assert titles(run([strict, loose], ("mara said", "nothing"), books=books)) == ["Loose"]
+
+
+def test_a_book_prepared_for_one_turn_is_not_reused_for_changed_macros():
+    room = EntryFactory(title="Room", keys=("{{user}}'s room",))
+    assert titles(run([room], ("Ann's room",), macros={"user": "Ann"})) == ["Room"]
+    assert titles(run([room], ("Ann's room",), macros={"user": "Bea"})) == []
