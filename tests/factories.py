@@ -105,3 +105,23 @@ class IndexJobFactory(factory.django.DjangoModelFactory):
 
     source = factory.SubFactory(KnowledgeSourceFactory)
     content_sha256 = factory.LazyAttribute(lambda o: o.source.sha256)
+
+
+# ---------------------------------------------------------------- World Info
+
+from worldinfo.records import Entry  # noqa: E402
+
+
+class EntryFactory(factory.Factory):
+    """A World Info entry as the engine reads it: keyed on its title's
+    first word unless given keys, one token a word."""
+
+    class Meta:
+        model = Entry
+
+    key = factory.Sequence(lambda n: f"book.{n}")
+    title = factory.Sequence(lambda n: f"Entry {n}")
+    book = "book"
+    content = factory.LazyAttribute(lambda o: f"About {o.title}.")
+    fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
+    tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
