@@ -18,9 +18,9 @@ after):
   in batches of ~300-token passages, the query embedding's time, and an import to ready with it (hub
   measurement included);
 - the play page rendered for a 1,000-action story;
-- the World Info engine (bench_worldinfo): 2,500 and 250 entries against a 450-word scene;
-- the peak memory a fresh worker process adds while indexing a 5 MB file, above its own baseline once the
-  tokenizer is loaded.
+- the World Info engine (bench_worldinfo): 2,500 and 250 entries against a 450-word scene; a 2,000-action
+  window rendered in each instruct template (bench_templates);
+- the peak memory a fresh worker process adds while indexing a 5 MB file, above its baseline with the tokenizer.
 
 `--quick` uses fewer runs, and 10k instead of 100k passages, to finish in under two minutes. It never fails on
 a figure: it prints them.
@@ -55,6 +55,7 @@ from endpoints.models import EmbeddingCalibration, EndpointProfile
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary, regex_key_turns
 from knowledge.management.commands.bench_import import generated_markdown
+from storyapp.management.commands.bench_templates import template_rows, template_summary
 from storyapp.management.commands.bench_worldinfo import world_info_rows, world_info_summary
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
@@ -133,10 +134,10 @@ class Command(BaseCommand):
             finally:
                 clear_cache()
             self._worker_memory()
-        world_info = world_info_rows(self.runs)
-        self.figures += [figure(name, "ms", samples, note) for name, samples, note in world_info]
+        world_info, templates = world_info_rows(self.runs), template_rows(self.runs)
+        self.figures += [figure(name, "ms", samples, note) for name, samples, note in world_info + templates]
         self._print(time.perf_counter() - started)
-        self.stdout.write(world_info_summary(world_info))
+        self.stdout.write(world_info_summary(world_info) + "\n" + template_summary(templates))
         if json_file:
             with open(json_file, "w") as out:
                 json.dump({"database": connection.vendor, "quick": quick, "figures": [asdict(f) for f in self.figures]},
