@@ -299,3 +299,24 @@ def test_a_reader_over_the_turn_rate_is_told_so_and_keeps_the_words(page, campai
     expect(page.locator("#turn-text")).to_have_value("I try the door once more.")
     assert not Action.objects.filter(campaign=campaign).exists()
     page.console_errors[:] = [e for e in page.console_errors if "429" not in e]
+
+
+def test_a_thinking_model_says_so_with_its_thinking_behind_a_reveal_and_none_of_it_in_the_story(page, campaign, model):
+    thinking = "The reader wants the chapel. I should describe the door first, then the bell. " * 6
+    model.script({"reasoning": thinking, "reply": "The chapel door gives under your hand.", "delay": 0.15})
+    open_play(page, campaign)
+    send(page, "I push the chapel door.")
+    streaming = page.locator("#story .action.ai.status-streaming, #story .action.ai.status-pending").first
+    expect(streaming.locator(".status-text")).to_have_text("The narrator is thinking…", timeout=10_000)
+    reveal = streaming.locator("details.thinking")
+    expect(reveal).to_be_visible()
+    expect(reveal.locator(".thinking-text")).to_be_hidden()
+    reveal.locator("summary").click()
+    expect(reveal.locator(".thinking-text")).to_contain_text("The reader wants the chapel.")
+    assert horizontal_overflow(page) <= 0
+    wait_settled(page, 1)
+    done = narrations(page).first
+    expect(done.locator(".prose")).to_have_text("The chapel door gives under your hand.")
+    expect(done.locator("details.thinking")).to_have_count(0)
+    stored = Action.objects.get(campaign=campaign, kind=Action.Kind.AI)
+    assert stored.text == "The chapel door gives under your hand." and stored.thinking.startswith("The reader wants")
