@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from worldinfo.records import Result as WorldInfoResult
+
 CANON = "canon"
 REFERENCE = "reference"
 INSPIRATION = "inspiration"
@@ -251,3 +253,8 @@ class TurnInputs:
     #: The first history action of the previous turn's prompt: history keeps
     #: starting there while it fits, so the prompt's prefix stays cached.
     history_anchor: int | str | None = None
+    #: This turn's World Info decisions (worldinfo.engine), None when the
+    #: campaign has no lorebook; `world_info_titles` names each book (the
+    #: source's title, by the engine's book key) for the report.
+    world_info: WorldInfoResult | None = None
+    world_info_titles: dict = field(default_factory=dict)

@@ -118,6 +118,11 @@ class Action(models.Model):
     # without replaying anything.
     state = models.JSONField(default=dict, blank=True)
     state_rejections = models.JSONField(default=list, blank=True)
+    # World Info's timed effects (sticky, cooldown) after this action, as
+    # worldinfo.records.TimedState.as_stored(): copied from the parent like
+    # `state`, and written by the narration whose prompt set them, so every
+    # lineage (after an undo, a retry, a branch) continues its own timers.
+    world_info_timers = models.JSONField(default=dict, blank=True)
     # When the head last arrived here; redo follows the most recently visited child.
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.
