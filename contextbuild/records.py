@@ -213,6 +213,9 @@ class KnowledgeResult:
     semantic_note: str = ""
     #: The strongest rejected candidates (at most retrieval's REJECTIONS_KEPT).
     rejections: tuple[Rejection, ...] = ()
+    #: Lorebook passages (chunk ids) the semantic path admitted: they are
+    #: not offered here, World Info decides them (as activated by meaning).
+    lore_by_meaning: tuple[int | str, ...] = ()
 
 
 @dataclass(frozen=True)

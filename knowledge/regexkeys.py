@@ -17,8 +17,8 @@ counting more: where it cannot tell, a brace is a count and a class ends at
 its first `]`. Verbose mode is refused, because its `#` comments would let
 a key hide a repetition from the scan.
 
-Compiled keys live in a `Patterns` table that belongs to one campaign's key
-index (knowledge.retrieval.keyindex) and is freed with it, with a cap on
+Compiled keys live in a `Patterns` table that belongs to one campaign's
+loaded lorebooks (knowledge.worldinfo.loading) and is freed with them, with a cap on
 how many keys and how much unrolled size it holds; each compile is made
 only while the turn's deadline allows it.
 
