@@ -25,9 +25,11 @@ action depth where the effect ends.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from contextbuild import rules
 from contextbuild.tokens import count_tokens
-from knowledge.worldinfo.loading import Books, books_for, regex_search
+from knowledge.worldinfo.loading import Books, TurnRegex, books_for
 from worldinfo.engine import evaluate
 from worldinfo.records import CONTINUE, NORMAL, RETRY, Inputs, Message, Result, ScanSources, TimedState
 
@@ -123,7 +125,9 @@ def world_info_for(
         macros={"user": persona, "char": narrator},
         generation=generation_of(position, attempt, player_text=player_text),
     )
-    return evaluate(inputs, count=count_tokens, regex_search=regex_search(patterns)), dict(books.titles or {})
+    search = TurnRegex(patterns)
+    result = evaluate(inputs, count=count_tokens, regex_search=search)
+    return replace(result, notes=(*result.notes, *search.notes())), dict(books.titles or {})
 
 
 def by_meaning_of(campaign: Campaign, chunk_ids) -> frozenset[str]:

@@ -24,13 +24,13 @@ from django.conf import settings
 from django.db import connection
 
 from contextbuild.tokens import count_tokens
-from worldinfo.records import BookSettings, Entry, RegexSearch
+from worldinfo.records import BookSettings, Entry
 
 from .. import selectors
-from ..keys import REGEX_BUDGET, REGEX_TIMEOUT
+from ..keys import REFUSALS_REPORTED, REGEX_BUDGET, REGEX_TIMEOUT
 from ..lorebooks.stored import expand
 from ..models import KnowledgeChunk, KnowledgeSource, LoreEntry
-from ..regexkeys import Patterns
+from ..regexkeys import OUT_OF_TIME, Patterns
 from ..retrieval.library import CACHED_LIBRARIES
 from .fields import entry_record
 
@@ -133,17 +133,24 @@ def _load(campaign_id: int) -> Books:
     )
 
 
-def regex_search(patterns: Patterns, *, budget: float = REGEX_BUDGET) -> RegexSearch:
+class TurnRegex:
     """The engine's regex search over this campaign's compiled keys, with
     one deadline for the whole turn (every pass shares it): True or False,
-    or None when the key is refused, times out or the turn's time ran out."""
-    deadline = time.monotonic() + budget
+    or None when the key is refused, times out or the turn's time ran out.
+    `refused` keeps why each refused key was not used, for the report."""
 
-    def search(key: str, text: str) -> bool | None:
-        pattern, _ = patterns.get(key, deadline)
+    def __init__(self, patterns: Patterns, *, budget: float = REGEX_BUDGET):
+        self.patterns = patterns
+        self.deadline = time.monotonic() + budget
+        self.refused: dict[str, str] = {}
+
+    def __call__(self, key: str, text: str) -> bool | None:
+        pattern, why = self.patterns.get(key, self.deadline)
         if pattern is None:
+            if why != OUT_OF_TIME:
+                self.refused[key] = why
             return None
-        left = deadline - time.monotonic()
+        left = self.deadline - time.monotonic()
         if left <= 0:
             return None
         try:
@@ -151,7 +158,9 @@ def regex_search(patterns: Patterns, *, budget: float = REGEX_BUDGET) -> RegexSe
         except TimeoutError:
             return None
 
-    return search
+    def notes(self) -> tuple[str, ...]:
+        """One line per refused key (at most REFUSALS_REPORTED)."""
+        return tuple(f"A regex key is not used: {why}." for why in list(self.refused.values())[:REFUSALS_REPORTED])
 
 
 def clear() -> None:
