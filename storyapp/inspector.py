@@ -12,7 +12,7 @@ from contextbuild.narrative import NarrativeState
 from contextbuild.rules import PROMPT_ENTITIES, PROMPT_THREADS
 from contextbuild.rules import HIDDEN_MARKER
 
-from . import reportlines
+from . import reportlines, worldinfo_lines
 
 #: Colour groups for the budget picture, by section label.
 GROUPS = {
@@ -38,6 +38,10 @@ GROUPS = {
     "used_memories": "memory",
     "narrative_state": "state",
     "state_refusals": "state",
+    "world_info_before": "knowledge",
+    "world_info_after": "knowledge",
+    "world_info_an_top": "knowledge",
+    "world_info_an_bottom": "knowledge",
 }
 
 
@@ -65,6 +69,10 @@ LABELS = {
     "used_memories": "Memories",
     "narrative_state": "Current state",
     "state_refusals": "Refused state changes",
+    "world_info_before": "World Info: before the narrator's rules",
+    "world_info_after": "World Info: after the narrator's rules",
+    "world_info_an_top": "World Info: top of the author's note",
+    "world_info_an_bottom": "World Info: bottom of the author's note",
     "reply reserve": "Reserved for the reply",
     "unused": "Unused",
 }
@@ -295,6 +303,7 @@ def readable(report) -> dict:
         # rather than "no summary".
         "long_memory": "summary" in report or "memories" in report,
         "state": _state(report.get("state")),
+        "world_info": worldinfo_lines.world_info(report.get("world_info")),
         "derived": derived,
         "sections": sections,
         "knowledge": {

@@ -9,12 +9,14 @@ import json
 import pytest
 from django.core.management import call_command
 from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 
 from knowledge import services as knowledge_services
 from knowledge.models import KnowledgeSource, LoreEntry
 from storyapp import services
 from storyapp.models import ContextSnapshot
+from tests.factories import hundred_entries, world_info_book
 
 QUIET = "The harbour is quiet tonight."
 
@@ -185,3 +187,20 @@ def test_build_context_json_carries_world_info(campaign, book, turn):
     assert by_title["Lantern Guild"]["how"] == "key" and by_title["Storm"]["how"] == "sticky"
     assert {"entry", "source", "reason", "position", "tokens"} <= set(by_title["Storm"])
     assert by_title["Storm"]["until"] == 5
+
+
+def test_the_inspector_shows_activated_entries_and_groups_the_skipped_with_the_budget_line(
+    client, campaign, turn
+):
+    result = knowledge_services.sources_import(
+        campaign=campaign, files=[("harbour.json", world_info_book(*hundred_entries()))], enqueue=False
+    )
+    knowledge_services.source_index_now(result.created[0])
+    narration = turn("A storm over the harbour; you lift a lantern.")
+    client.force_login(campaign.owner)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "<h3 id=\"world-info-" in page
+    assert "100 entries considered, 3 activated, using" in page
+    assert "at depth 1 as a system message" in page and "after the narrator&#x27;s rules" in page
+    assert "No key found (97)" in page
+    assert "the always-include cap applies to prose Canon only" in page
