@@ -133,7 +133,7 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
     """
     priced = _price(inputs)
     knowledge = inject.plan(inputs.knowledge or KnowledgeResult(), priced.budget)
-    placed = placement.place(inputs.world_info)
+    placed = placement.place(inputs.world_info, hidden=inputs.world_info_hidden)
     parts = _protected_parts(inputs, knowledge, placed, budget=priced.budget)
     reserved = _reserved(parts, priced, configured=inputs.settings.context_token_budget)
     available = priced.capacity - reserved

@@ -261,3 +261,5 @@ class TurnInputs:
     #: source's title, by the engine's book key) for the report.
     world_info: WorldInfoResult | None = None
     world_info_titles: dict = field(default_factory=dict)
+    #: The books whose entries are for the narrator only (hidden sources).
+    world_info_hidden: frozenset = frozenset()

@@ -114,13 +114,13 @@ def turn_inputs(
     search = for_retrieval(profile)
     search["embed_query"] = recall.remembering(search["embed_query"])
     knowledge = knowledge_for(campaign, query, search) if with_knowledge else None
-    world_info, titles = (
+    lore = (
         worldinfo_turn.world_info_for(
             campaign, position=position, window=window, state=state, narrating=narrating,
             player_text=player_text, budget_tokens=effective_budget(settings.context_token_budget, known),
             by_meaning=worldinfo_turn.by_meaning_of(campaign, knowledge.lore_by_meaning),
         )
-        if with_knowledge else (None, {})
+        if with_knowledge else worldinfo_turn.TurnWorldInfo()
     )
     return records.TurnInputs(
         campaign=campaign_record(campaign),
@@ -141,8 +141,9 @@ def turn_inputs(
             if has_derived and with_knowledge else ()
         ),
         knowledge=knowledge,
-        world_info=world_info,
-        world_info_titles=titles,
+        world_info=lore.result,
+        world_info_titles=lore.titles or {},
+        world_info_hidden=lore.hidden,
         narrative_state=state,
         state_refusals=refusals,
         window=known,

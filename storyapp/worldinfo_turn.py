@@ -25,7 +25,7 @@ action depth where the effect ends.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from contextbuild import rules
 from contextbuild.tokens import count_tokens
@@ -91,6 +91,16 @@ def _sources(campaign: Campaign, state: dict, books: Books) -> ScanSources:
     )
 
 
+@dataclass(frozen=True)
+class TurnWorldInfo:
+    """This turn's World Info result, the books' titles and the books
+    whose entries are for the narrator only."""
+
+    result: Result | None = None
+    titles: dict[str, str] | None = None
+    hidden: frozenset[str] = frozenset()
+
+
 def world_info_for(
     campaign: Campaign,
     *,
@@ -101,12 +111,12 @@ def world_info_for(
     narrating: Action | None = None,
     player_text: str = "",
     by_meaning: frozenset[str] = frozenset(),
-) -> tuple[Result | None, dict[str, str]]:
-    """This turn's World Info result and the books' titles, or (None, {})
-    when the campaign has no lorebook entries in an enabled, ready source."""
+) -> TurnWorldInfo:
+    """This turn's World Info, with no result when the campaign has no
+    lorebook entries in an enabled, ready source."""
     books, patterns = books_for(campaign.pk)
     if not books.entries:
-        return None, {}
+        return TurnWorldInfo()
     persona = campaign.persona_name.strip() or "You"
     narrator = books.card_name.strip() or NARRATOR
     attempt = attempt_of(position, narrating)
@@ -127,7 +137,10 @@ def world_info_for(
     )
     search = TurnRegex(patterns)
     result = evaluate(inputs, count=count_tokens, regex_search=search)
-    return replace(result, notes=(*result.notes, *search.notes())), dict(books.titles or {})
+    return TurnWorldInfo(
+        result=replace(result, notes=(*result.notes, *search.notes())), titles=dict(books.titles or {}),
+        hidden=books.hidden,
+    )
 
 
 def by_meaning_of(campaign: Campaign, chunk_ids) -> frozenset[str]:

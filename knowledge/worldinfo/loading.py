@@ -49,17 +49,22 @@ class Books:
     passages: dict[int, str] | None = None
     card_name: str = ""
     creator_notes: str = ""
+    #: The books whose source is for the narrator only.
+    hidden: frozenset[str] = frozenset()
 
-    def searchable(self, sources: frozenset) -> Books:
-        """Only the books of `sources` (the enabled, ready ones)."""
+    def searchable(self, sources: frozenset, shown: dict[str, tuple[str, bool]]) -> Books:
+        """Only the books of `sources` (the enabled, ready ones), with the
+        titles and visibility read this turn (`shown`: neither is in the
+        library stamp, so a rename or a change to narrator-only is seen at once)."""
         books = {str(s) for s in sources}
         return Books(
             entries=tuple(e for e in self.entries if e.book in books),
             settings={b: s for b, s in (self.settings or {}).items() if b in books},
-            titles=self.titles,
+            titles={book: title for book, (title, _) in shown.items()},
             passages=self.passages,
             card_name=self.card_name,
             creator_notes=self.creator_notes,
+            hidden=frozenset(book for book, (_, hidden) in shown.items() if hidden),
         )
 
 
@@ -87,7 +92,12 @@ def books_for(campaign_id: int) -> tuple[Books, Patterns]:
             _cache.move_to_end(key)
             while len(_cache) > CACHED_LIBRARIES * 4:
                 _cache.popitem(last=False)
-    return cached[1].searchable(searchable), cached[2]
+    shown = {
+        str(pk): (title, visibility == KnowledgeSource.Visibility.HIDDEN)
+        for pk, title, visibility in KnowledgeSource.objects.filter(campaign_id=campaign_id, pk__in=searchable)
+        .exclude(format="").values_list("pk", "title", "visibility")
+    }
+    return cached[1].searchable(searchable, shown), cached[2]
 
 
 def _load(campaign_id: int) -> Books:
@@ -128,7 +138,6 @@ def _load(campaign_id: int) -> Books:
             str(pk): BookSettings.from_stored((metadata or {}).get("world_info") if isinstance(metadata, dict) else None)
             for pk, (_, _, metadata) in sources.items()
         },
-        titles={str(pk): title for pk, (title, _, _) in sources.items()},
         passages=passages,
     )
 

@@ -12,6 +12,7 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from contextbuild.placement import FRAMING
 from knowledge import services as knowledge_services
 from knowledge.models import KnowledgeSource, LoreEntry
 from storyapp import services
@@ -77,7 +78,9 @@ def test_an_entry_keyed_on_a_word_fires_and_reaches_the_prompt_before_the_narrat
     assert guild["reason"] and guild["how"] == "key" and guild["position"] == "before"
     assert guild["source"] == book.title and guild["tokens"] > 0
     messages = ContextSnapshot.objects.get(action=narration).messages
-    assert messages[0]["content"].startswith("The Lantern Guild lights the quay.")
+    assert messages[0]["content"].startswith(FRAMING)
+    assert messages[0]["content"].index("The Lantern Guild lights the quay.") < messages[0]["content"].index(
+        "You are the narrator of")
     # The passage is World Info's: retrieval does not offer it a second time.
     assert "The Lantern Guild lights the quay." not in json.dumps(messages[1:])
 
@@ -85,7 +88,7 @@ def test_an_entry_keyed_on_a_word_fires_and_reaches_the_prompt_before_the_narrat
 def test_an_at_depth_entry_is_its_own_message_one_from_the_end(campaign, book, turn):
     narration = turn("A storm gathers.")
     messages = ContextSnapshot.objects.get(action=narration).messages
-    assert messages[-2] == {"role": "system", "content": "Storms close the harbour mouth."}
+    assert messages[-2]["role"] == "system" and "Storms close the harbour mouth." in messages[-2]["content"]
     assert messages[-1]["role"] == "user" and messages[-1]["content"].endswith("A storm gathers.")
 
 
