@@ -129,3 +129,23 @@ def hundred_entries() -> list[dict]:
         {"comment": f"Far island {i}", "key": [f"island{i}"], "content": f"Island {i} lies far to the south."}
         for i in range(97)
     ]
+
+
+# ---------------------------------------------------------------- World Info
+
+from worldinfo.records import Entry  # noqa: E402
+
+
+class EntryFactory(factory.Factory):
+    """A World Info entry as the engine reads it: keyed on its title's
+    first word unless given keys, one token a word."""
+
+    class Meta:
+        model = Entry
+
+    key = factory.Sequence(lambda n: f"book.{n}")
+    title = factory.Sequence(lambda n: f"Entry {n}")
+    book = "book"
+    content = factory.LazyAttribute(lambda o: f"About {o.title}.")
+    fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
+    tokens = factory.LazyAttribute(lambda o: len(o.content.split()))

@@ -34,26 +34,26 @@ def consider(item: Item, recursion: bool, min_activations: bool, level: int, run
     """The entry as a candidate of this pass, or None with its reason
     recorded on `run`."""
     entry = item.entry
+    sticky = run.timers.is_sticky(entry)
     delayed = entry.delay_until_recursion
-    if delayed and not item.sticky and (not recursion or delayed > level):
+    if delayed and not sticky and (not recursion or delayed > level):
         run.skip(entry, "recursion_delay", f"waits for recursion level {int(delayed)}")
         return None
-    if recursion and run.settings.recursive and entry.exclude_recursion and not item.sticky:
+    if recursion and run.settings.recursive and entry.exclude_recursion and not sticky:
         run.skip(entry, "no_key", "excluded from recursion; no key in the story", weak=True)
         return None
     depth = run.buffer.depth(item.scan_depth, item.book_depth)
     parts = run.buffer.parts(depth, item.include_names, item.flags, not min_activations)
     if entry.constant:
         return Candidate(item, "constant", "constant", parts)
-    if item.sticky:
+    if sticky:
         until = run.timers.sticky[entry.key].end
         return Candidate(item, "sticky", f"sticky until chat length {until}", parts)
     how = "recursion" if recursion else "key"
     where = f" (recursion level {run.level})" if recursion else ""
-    answers = [run.matcher.match(key, parts, item.case_sensitive) if key else MISSING for key in item.keys]
-    primary = next((key for key, answer in zip(item.keys, answers, strict=True) if answer == FOUND), None)
+    primary = _first_found(item, parts, run)
     if primary is None:
-        return _by_meaning(item, parts, run, _no_key(item, answers, depth))
+        return _by_meaning(item, parts, run, _no_key(item, parts, run))
     if not (entry.selective and entry.secondary_keys):
         return Candidate(item, how, f"key “{primary.text}”{where}", parts)
     second = [run.matcher.match(key, parts, item.case_sensitive) if key else MISSING for key in item.secondary]
@@ -65,22 +65,36 @@ def consider(item: Item, recursion: bool, min_activations: bool, level: int, run
     return Candidate(item, how, f"key “{primary.text}”{also} ({logic}){where}", parts)
 
 
-def _by_meaning(item: Item, parts: tuple[str, ...], run: Evaluation, why: tuple[str, str]) -> Candidate | None:
-    if item.by_meaning:
+def _by_meaning(item: Item, parts: tuple[str, ...], run: Evaluation,
+                why: tuple[str, str] | None) -> Candidate | None:
+    """Activation by meaning when the keys did not activate the entry; else
+    the keys' reason, or none for a plain "no key found" (the decision every
+    entry no rule spoke for gets at the end)."""
+    if item.vectorizable and item.entry.key in run.inputs.by_meaning:
         return Candidate(item, "meaning", "by meaning (semantic search)", parts)
-    run.skip(item.entry, *why)
+    if why is None:
+        run.skipped.pop(item.entry.key, None)
+    else:
+        run.skip(item.entry, *why)
     return None
 
 
-def _no_key(item: Item, answers: list[str], depth: int) -> tuple[str, str]:
+def _first_found(item: Item, parts: tuple[str, ...], run: Evaluation):
+    """The first primary key found, as SillyTavern's `find` stops at it."""
+    for key in item.keys:
+        if key and run.matcher.match(key, parts, item.case_sensitive) == FOUND:
+            return key
+    return None
+
+
+def _no_key(item: Item, parts: tuple[str, ...], run: Evaluation) -> tuple[str, str] | None:
     if not item.entry.keys:
         return "no_key", "has no keys"
-    refused = [key.text for key, answer in zip(item.keys, answers, strict=True) if key and answer == REFUSED]
+    refused = [key.text for key in item.keys
+               if key and key.regex and run.matcher.match(key, parts, item.case_sensitive) == REFUSED]
     if refused:
         return "no_key", f"no key found (regex key “{refused[0]}” not tried: refused or out of time)"
-    if depth <= 0:
-        return "no_key", "no key found (scan depth 0: nothing scanned)"
-    return "no_key", f"no key found (scan depth {depth})"
+    return None
 
 
 def _secondary_reason(item: Item, primary: str, answers: list[str]) -> tuple[str, str]:

@@ -37,11 +37,16 @@ class ScanBuffer:
         self._blocks: dict[tuple[bool, int], str] = {}
         self._parts: dict[tuple, tuple[str, ...]] = {}
         self.recursion: list[str] = []
+        #: A recursion chunk → the contents it joins (a word never spans two).
+        self.pieces: dict[str, tuple[str, ...]] = {}
         self.skew = 0
 
-    def add_recursion(self, text: str) -> None:
+    def add_recursion(self, contents: list[str]) -> None:
+        """One pass's activated contents, joined as SillyTavern joins them."""
+        text = "\n".join(contents)
         if text:
             self.recursion.append(text)
+            self.pieces[text] = tuple(contents)
             self._parts.clear()
 
     def advance(self) -> None:

@@ -35,8 +35,10 @@ class Member:
 
 
 def filter_groups(candidates: list[Member], earlier: dict[str, str], *, score: Callable[[str], int],
-                  draw: Callable[[str], float]) -> dict[str, str]:
-    """The losers among `candidates` (by key) with the reason each lost.
+                  draw: Callable[[str], float]) -> tuple[dict[str, str], set[str]]:
+    """The losers among `candidates` (by key) with the reason each lost,
+    and which of them were turned away only because their group fired in an
+    earlier pass (a reason that says less than the one they lost by then).
     `earlier` maps a group to the title of its member activated in an
     earlier pass; `score(key)` is a member's key score; `draw(group)` a
     seeded number in [0, 1). A group is scored when any member's book
@@ -48,6 +50,7 @@ def filter_groups(candidates: list[Member], earlier: dict[str, str], *, score: C
         for group in member.groups:
             grouped.setdefault(group, []).append(member)
     lost: dict[str, str] = {}
+    turned_away: set[str] = set()
     sticky_groups = _by_timed_effects(grouped, lost)
     for group, members in grouped.items():
         if group in sticky_groups:
@@ -58,11 +61,12 @@ def filter_groups(candidates: list[Member], earlier: dict[str, str], *, score: C
         if group in earlier:
             for member in running:
                 lost[member.key] = f"group “{group}” already has “{earlier[group]}” from an earlier pass"
+                turned_away.add(member.key)
             continue
         if len(running) <= 1:
             continue
         _choose(group, running, draw, lost)
-    return lost
+    return lost, turned_away
 
 
 def _by_timed_effects(grouped: dict[str, list[Member]], lost: dict[str, str]) -> set[str]:

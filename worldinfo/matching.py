@@ -12,9 +12,9 @@ pattern here would have no time bound).
 
 The scan text is a list of parts (the messages, the `match…` sources, the
 injected texts, the recursion chunks). A plain key found in the text is
-found in one of its parts, since parts are joined with "\\n\\x01", so each
-(part, key) answer is kept for the evaluation and a recursion pass only
-reads the new chunks.
+found in one of its parts, since parts are joined with "\\n\\x01", so a key
+is answered part by part, most often by a lookup in the part's index
+(worldinfo.textindex), and a recursion pass only reads the new chunks.
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ import re
 from dataclasses import dataclass
 
 from worldinfo.records import AND_ALL, AND_ANY, NOT_ALL, NOT_ANY, RegexSearch
+from worldinfo.textindex import PartIndex, probe_of
 
 MATCHER = "\x01"
 JOINER = "\n" + MATCHER
 #: SillyTavern's parseRegexFromString: `/body/flags`, no unescaped slash inside.
+#: Most contents' indexes kept across evaluations.
+KEPT_INDEXES = 20_000
 _REGEX_KEY = re.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
 _UNESCAPED_SLASH = re.compile(r"(^|[^\\])/")
-_SPACE = re.compile(r"\s+")
 
 # What one key's match came to.
 FOUND, MISSING, REFUSED = "found", "missing", "refused"
@@ -49,6 +51,8 @@ class Key:
     needle: str
     regex: bool
     whole: bool
+    probe: str | None = None
+    exact: bool = False
 
 
 def prepare(text: str, *, case_sensitive: bool, whole_words: bool) -> Key | None:
@@ -60,34 +64,70 @@ def prepare(text: str, *, case_sensitive: bool, whole_words: bool) -> Key | None
     if is_regex_key(text):
         return Key(text, text, True, False)
     needle = text if case_sensitive else text.lower()
-    return Key(text, needle, False, whole_words and len(_SPACE.split(needle)) == 1)
+    whole = whole_words and len(needle.split()) == 1
+    probe, exact_sub, exact_word = probe_of(needle)
+    return Key(text, needle, False, whole, probe, exact_word if whole else exact_sub)
 
 
 class Matcher:
-    """Answers keys against scan texts, remembering every answer for the
-    evaluation (texts are immutable strings, so a text is its own key)."""
+    """Answers keys against scan texts, keeping each part's index (and
+    lowered form) for the evaluation. A recursion chunk is read content by
+    content (`pieces`), and contents' indexes are kept in `kept` across
+    evaluations, since the same contents come back turn after turn."""
 
-    def __init__(self, regex_search: RegexSearch | None):
+    def __init__(self, regex_search: RegexSearch | None, *, kept: dict | None = None,
+                 pieces: dict[str, tuple[str, ...]] | None = None):
         self._regex_search = regex_search
         self._lowered: dict[str, str] = {}
-        self._plain: dict[tuple[str, str, bool], bool] = {}
+        self._indexes: dict[str, PartIndex] = {}
+        self._kept = {} if kept is None else kept
+        self.pieces = {} if pieces is None else pieces
         self._regex: dict[tuple[str, str], bool | None] = {}
         self._words: dict[str, re.Pattern] = {}
+
+    def text(self, part: str, case_sensitive: bool) -> str:
+        if case_sensitive:
+            return part
+        low = self._lowered.get(part)
+        if low is None:
+            low = self._lowered[part] = part.lower()
+        return low
+
+    def index(self, text: str, *, keep: bool = False) -> PartIndex:
+        indexes = self._kept if keep else self._indexes
+        found = indexes.get(text)
+        if found is None:
+            if keep and len(indexes) > KEPT_INDEXES:
+                indexes.clear()
+            found = indexes[text] = PartIndex(text)
+        return found
+
+    def part_index(self, part: str, case_sensitive: bool) -> PartIndex:
+        """The index of a part as searched (lowered unless case sensitive);
+        a recursion chunk's is the union of its contents' kept indexes."""
+        text = self.text(part, case_sensitive)
+        pieces = self.pieces.get(part)
+        if pieces is None:
+            return self.index(text)
+        found = self._indexes.get(text)
+        if found is None:
+            found = self._indexes[text] = PartIndex.merged(
+                [self.index(self.text(piece, case_sensitive), keep=True) for piece in pieces])
+        return found
 
     def match(self, key: Key, parts: tuple[str, ...], case_sensitive: bool) -> str:
         if key.regex:
             return self._match_regex(key, parts)
         for part in parts:
-            if not case_sensitive:
-                low = self._lowered.get(part)
-                if low is None:
-                    low = self._lowered[part] = part.lower()
-                part = low
-            memo = (part, key.needle, key.whole)
-            found = self._plain.get(memo)
-            if found is None:
-                found = self._plain[memo] = self._find(key, part)
-            if found:
+            if key.probe is not None:
+                index = self.part_index(part, case_sensitive)
+                if key.probe not in index.subs:
+                    continue
+                if key.exact:
+                    if not key.whole or key.needle in index.words:
+                        return FOUND
+                    continue
+            if self._find(key, self.text(part, case_sensitive)):
                 return FOUND
         return MISSING
 

@@ -40,8 +40,10 @@ class Timers:
 def check(state: TimedState, entries: tuple[Entry, ...], chat_length: int) -> Timers:
     """SillyTavern's checkTimedEffects: sticky first (its ends may start
     cooldowns), then cooldown."""
-    by_key = {entry.key: entry for entry in entries}
     timers = Timers(chat_length, state={"sticky": dict(state.sticky), "cooldown": dict(state.cooldown)})
+    if not state.sticky and not state.cooldown:
+        return timers
+    by_key = {entry.key: entry for entry in entries}
     for kind, active in (("sticky", timers.sticky), ("cooldown", timers.cooldown)):
         stored = timers.state[kind]
         for key, effect in list(stored.items()):

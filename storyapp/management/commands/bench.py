@@ -1,34 +1,29 @@
 """One command for the figures that matter to a reader, each as median and p95.
 
-It builds its own data on the configured database and leaves nothing behind
-(the timed work runs in a transaction that is rolled back; the one file a
-separate worker process must see is committed and deleted after):
+It builds its own data on the configured database and leaves nothing behind (the timed work runs in a
+transaction that is rolled back; the one file a separate worker process must see is committed and deleted
+after):
 
-- prompt assembly for a 2,000-action story (lineage window and prompt build),
-  and again with its derived work (a memory per narration, a summary every
-  40 actions: the lineage walk, the summary chain and memory recall);
-- turn overhead: from the submit request to the first byte of the chat
-  request reaching the loopback model server, for an empty library and for a
-  large one. The narration task runs in this process as the request commits,
-  so the figure is Loremaster's own work: the view, the turn's writes, the
-  lineage, retrieval, the prompt and the client call; the broker hop to a
-  worker is not in it;
-- retrieval for one turn at 1k / 10k / 100k passages, lexical only and with
-  the semantic path (query vector given, as bench_retrieval does);
-- key matching for a campaign at the regex-key limit, its first turn and a
-  turn once its keys are compiled;
-- import throughput: MB/s to ready lexically, passages/s embedded against the
-  loopback demo server;
-- the local embedding model (all-MiniLM-L6-v2, when requirements-local.txt is
-  installed): passages/s embedded in batches of ~300-token passages, the
-  query embedding's time, and an import to ready with it (hub measurement
-  included);
+- prompt assembly for a 2,000-action story (lineage window and prompt build), and again with its derived work
+  (a memory per narration, a summary every 40 actions: the lineage walk, the summary chain and memory recall);
+- turn overhead: from the submit request to the first byte of the chat request reaching the loopback model
+  server, for an empty library and for a large one. The narration task runs in this process as the request
+  commits, so the figure is Loremaster's own work: the view, the turn's writes, the lineage, retrieval, the
+  prompt and the client call; the broker hop to a worker is not in it;
+- retrieval for one turn at 1k / 10k / 100k passages, lexical only and with the semantic path (query vector
+  given, as bench_retrieval does);
+- key matching for a campaign at the regex-key limit, its first turn and a turn once its keys are compiled;
+- import throughput: MB/s to ready lexically, passages/s embedded against the loopback demo server;
+- the local embedding model (all-MiniLM-L6-v2, when requirements-local.txt is installed): passages/s embedded
+  in batches of ~300-token passages, the query embedding's time, and an import to ready with it (hub
+  measurement included);
 - the play page rendered for a 1,000-action story;
-- the peak memory a fresh worker process adds while indexing a 5 MB file,
-  above its own baseline once the tokenizer is loaded.
+- the World Info engine (bench_worldinfo): 2,500 and 250 entries against a 450-word scene;
+- the peak memory a fresh worker process adds while indexing a 5 MB file, above its own baseline once the
+  tokenizer is loaded.
 
-`--quick` uses fewer runs, and 10k instead of 100k passages, to finish in
-under two minutes. It never fails on a figure: it prints them.
+`--quick` uses fewer runs, and 10k instead of 100k passages, to finish in under two minutes. It never fails on
+a figure: it prints them.
 """
 
 from __future__ import annotations
@@ -60,6 +55,7 @@ from endpoints.models import EmbeddingCalibration, EndpointProfile
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary, regex_key_turns
 from knowledge.management.commands.bench_import import generated_markdown
+from storyapp.management.commands.bench_worldinfo import world_info_rows, world_info_summary
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import clear_cache, retrieve
 from storyapp import prompting
@@ -137,7 +133,10 @@ class Command(BaseCommand):
             finally:
                 clear_cache()
             self._worker_memory()
+        world_info = world_info_rows(self.runs)
+        self.figures += [figure(name, "ms", samples, note) for name, samples, note in world_info]
         self._print(time.perf_counter() - started)
+        self.stdout.write(world_info_summary(world_info))
         if json_file:
             with open(json_file, "w") as out:
                 json.dump({"database": connection.vendor, "quick": quick, "figures": [asdict(f) for f in self.figures]},
