@@ -18,6 +18,7 @@ from knowledge.models import KnowledgeSource, LoreEntry
 from storyapp import services
 from storyapp.models import ContextSnapshot
 from tests.factories import hundred_entries, world_info_book
+from tests.knowledge.lore import calibrate
 
 QUIET = "The harbour is quiet tonight."
 
@@ -207,3 +208,20 @@ def test_the_inspector_shows_activated_entries_and_groups_the_skipped_with_the_b
     assert "at depth 1 as a system message" in page and "after the narrator&#x27;s rules" in page
     assert "No key found (97)" in page
     assert "the always-include cap applies to prose Canon only" in page
+
+
+def test_a_vectorized_entry_the_semantic_path_admits_is_activated_by_meaning(campaign, endpoint, model, turn):
+    calibrate(endpoint)
+    harbour = {
+        "comment": "The harbour", "key": ["zzyzx"], "vectorized": True,
+        "content": "Westhaven harbour shelters the salt fleet behind a granite breakwater. Smugglers bribe the "
+                   "lantern wardens at the sea gate, and the quay is watched day and night. Merchants haggle over "
+                   "salt and rope on the quay while the harbour wardens count the ships that come in past the "
+                   "breakwater with the evening tide.",
+    }
+    result = knowledge_services.sources_import(
+        campaign=campaign, files=[("harbour.json", world_info_book(harbour))], enqueue=False
+    )
+    knowledge_services.source_index_now(result.created[0])
+    narration = turn("Mara haggles with the smugglers on the quay of Westhaven harbour.")
+    assert decision(narration, "The harbour")["how"] == "meaning"
