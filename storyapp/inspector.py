@@ -355,6 +355,7 @@ def _keys(report: dict) -> dict[str, set[str]]:
         "sections": {label(s["id"]) for s in report["sections"]},
         "passages": {passage_key(p) for p in report["knowledge"]["used"]},
         "memories": {str(m.get("text", "")) for m in report["memories"]["used"]},
+        "lorebook": {e["entry"] for e in (report["world_info"] or {}).get("activated", [])},
     }
 
 

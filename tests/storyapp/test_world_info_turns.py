@@ -225,3 +225,14 @@ def test_a_vectorized_entry_the_semantic_path_admits_is_activated_by_meaning(cam
     knowledge_services.source_index_now(result.created[0])
     narration = turn("Mara haggles with the smugglers on the quay of Westhaven harbour.")
     assert decision(narration, "The harbour")["how"] == "meaning"
+
+
+def test_the_inspectors_changes_name_the_entries_that_entered_and_left(campaign, book, turn):
+    from storyapp import inspector
+
+    first = turn("You raise a lantern.")
+    # Scan depth 2: this action and the last narration; the lantern is three messages back.
+    second = turn("A storm gathers.")
+    changes = inspector.diff(ContextSnapshot.objects.get(action=second).report,
+                             ContextSnapshot.objects.get(action=first).report)
+    assert changes["lorebook"] == {"entered": ["Storm"], "left": ["Lantern Guild"]}
