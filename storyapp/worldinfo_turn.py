@@ -50,11 +50,11 @@ SCAN_SOURCES = {
 }
 
 
-def attempt_of(position: Action | None, narrating: Action | None) -> int:
-    """How many narrations the position already has besides the one being
-    written: a Retry's narration is a new one, so its rolls differ."""
-    others = Action.objects.filter(parent=position, kind=Action.Kind.AI) if position is not None else (
-        Action.objects.filter(parent__isnull=True, kind=Action.Kind.AI))
+def attempt_of(campaign: Campaign, position: Action | None, narrating: Action | None) -> int:
+    """How many narrations the position (None: the story's start) already
+    has besides the one being written: a Retry's narration is a new one, so
+    its rolls differ."""
+    others = Action.objects.filter(campaign=campaign, parent=position, kind=Action.Kind.AI)
     if narrating is not None:
         others = others.exclude(pk=narrating.pk).filter(pk__lt=narrating.pk)
     return others.count()
@@ -119,7 +119,7 @@ def world_info_for(
         return TurnWorldInfo()
     persona = campaign.persona_name.strip() or "You"
     narrator = books.card_name.strip() or NARRATOR
-    attempt = attempt_of(position, narrating)
+    attempt = attempt_of(campaign, position, narrating)
     depth = position.depth + 1 if position is not None else 0
     inputs = Inputs(
         entries=books.entries,

@@ -236,3 +236,23 @@ def test_the_inspectors_changes_name_the_entries_that_entered_and_left(campaign,
     changes = inspector.diff(ContextSnapshot.objects.get(action=second).report,
                              ContextSnapshot.objects.get(action=first).report)
     assert changes["lorebook"] == {"entered": ["Storm"], "left": ["Lantern Guild"]}
+
+
+def preview(campaign) -> dict:
+    out = io.StringIO()
+    call_command("build_context", campaign=campaign.pk, json=True, stdout=out)
+    report = json.loads(out.getvalue())["world_info"]
+    return {d["entry"]: d for d in report["activated"] + report["skipped"]}
+
+
+def test_undo_and_redo_each_read_the_timers_of_where_the_head_is(campaign, book, turn):
+    turn("A storm gathers.")
+    turn("You wait.")
+    turn("The storm breaks.")
+    at_head = preview(campaign)["Storm"]
+    assert at_head["how"] == "cooldown"
+    services.turn_undo(campaign=campaign, now=timezone.now())
+    # Back at the second narration, whose prompt kept the storm sticky until action 5.
+    assert preview(campaign)["Storm"]["how"] == "sticky"
+    services.turn_redo(campaign=campaign, now=timezone.now())
+    assert preview(campaign)["Storm"] == at_head
