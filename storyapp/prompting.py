@@ -118,7 +118,7 @@ def turn_inputs(
         worldinfo_turn.world_info_for(
             campaign, position=position, window=window, state=state, narrating=narrating,
             player_text=player_text, budget_tokens=effective_budget(settings.context_token_budget, known),
-            by_meaning=worldinfo_turn.by_meaning_of(campaign, knowledge.lore_by_meaning),
+            by_meaning=knowledge.lore_by_meaning,
         )
         if with_knowledge else worldinfo_turn.TurnWorldInfo()
     )

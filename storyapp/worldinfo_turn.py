@@ -110,13 +110,15 @@ def world_info_for(
     budget_tokens: int,
     narrating: Action | None = None,
     player_text: str = "",
-    by_meaning: frozenset[str] = frozenset(),
+    by_meaning: tuple = (),
 ) -> TurnWorldInfo:
     """This turn's World Info, with no result when the campaign has no
-    lorebook entries in an enabled, ready source."""
+    lorebook entries in an enabled, ready source. `by_meaning` are the
+    lorebook passages (chunk ids) the semantic path admitted."""
     books, patterns = books_for(campaign.pk)
     if not books.entries:
         return TurnWorldInfo()
+    passages = books.passages or {}
     persona = campaign.persona_name.strip() or "You"
     narrator = books.card_name.strip() or NARRATOR
     attempt = attempt_of(campaign, position, narrating)
@@ -130,7 +132,7 @@ def world_info_for(
         seed=f"{campaign.pk}:{position.pk if position is not None else 0}:{attempt}",
         timed=TimedState.from_stored(position.world_info_timers if position is not None else None),
         sources=_sources(campaign, state, books),
-        by_meaning=by_meaning,
+        by_meaning=frozenset(passages[c] for c in by_meaning if c in passages),
         names=tuple(n for n in (campaign.persona_name.strip(), books.card_name.strip()) if n),
         macros={"user": persona, "char": narrator},
         generation=generation_of(position, attempt, player_text=player_text),
@@ -142,9 +144,3 @@ def world_info_for(
         hidden=books.hidden,
     )
 
-
-def by_meaning_of(campaign: Campaign, chunk_ids) -> frozenset[str]:
-    """The entry keys of the lorebook passages the semantic path admitted."""
-    books, _ = books_for(campaign.pk)
-    passages = books.passages or {}
-    return frozenset(passages[c] for c in chunk_ids if c in passages)
