@@ -256,3 +256,10 @@ def test_undo_and_redo_each_read_the_timers_of_where_the_head_is(campaign, book,
     assert preview(campaign)["Storm"]["how"] == "sticky"
     services.turn_redo(campaign=campaign, now=timezone.now())
     assert preview(campaign)["Storm"] == at_head
+
+
+def test_build_context_text_says_what_world_info_took(campaign, book, turn):
+    turn("A storm gathers.")
+    out = io.StringIO()
+    call_command("build_context", campaign=campaign.pk, stdout=out)
+    assert "World Info: 1 of 3 entries activated" in out.getvalue()
