@@ -50,7 +50,8 @@ def consider(item: Item, recursion: bool, min_activations: bool, level: int, run
         until = run.timers.sticky[entry.key].end
         return Candidate(item, "sticky", f"sticky until chat length {until}", parts)
     how = "recursion" if recursion else "key"
-    where = f" (recursion level {run.level})" if recursion else ""
+    where = (f" (recursion level {run.level})" if recursion
+             else f" (min activations, scan depth {depth})" if min_activations else "")
     primary = _first_found(item, parts, run)
     if primary is None:
         return _by_meaning(item, parts, run, _no_key(item, parts, run))

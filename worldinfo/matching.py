@@ -38,6 +38,8 @@ FOUND, MISSING, REFUSED = "found", "missing", "refused"
 
 
 def is_regex_key(key: str) -> bool:
+    if not key.startswith("/"):
+        return False
     match = _REGEX_KEY.match(key)
     return bool(match) and not _UNESCAPED_SLASH.search(match.group(1))
 

@@ -18,7 +18,6 @@ import re
 CAP = 24
 _RUN = re.compile(r"\w+")
 _ASCII_RUN = re.compile(r"[A-Za-z0-9_]+")
-_ASCII_WORD = re.compile(r"[A-Za-z0-9_]+")
 #: Runs up to this long are cut by a precomputed table of slices (the cut
 #: then runs in C: an index is built for every part of every pass).
 _TABLED = 64
@@ -69,4 +68,4 @@ def probe_of(needle: str) -> tuple[str | None, bool, bool]:
         return None, False, False
     longest = max(runs, key=len)
     one_run = len(runs) == 1 and longest == needle
-    return longest[:CAP], one_run and len(needle) <= CAP, bool(_ASCII_WORD.fullmatch(needle))
+    return longest[:CAP], one_run and len(needle) <= CAP, bool(_ASCII_RUN.fullmatch(needle))

@@ -81,6 +81,7 @@ def test_min_activations_reaches_back_one_message_per_pass():
     result = run([old], story, book=BookSettings(min_activations=1))
     assert titles(result) == ["Old"]
     assert result.scanned_depth == 4
+    assert decision(result, "Old").reason == "key “harbour” (min activations, scan depth 4)"
 
 
 def test_min_activations_stops_at_its_depth_limit_and_at_the_start_of_the_story():
