@@ -78,8 +78,19 @@ LABELS = {
 }
 
 
+#: World Info's at-depth sections are labelled `world_info_depth_<n>_<role>`.
+DEPTH_PREFIX = "world_info_depth_"
+
+
 def label(section_id: str) -> str:
+    if section_id.startswith(DEPTH_PREFIX):
+        depth, _, role = section_id[len(DEPTH_PREFIX):].partition("_")
+        return f"World Info: at depth {depth} ({role or 'system'} message)"
     return LABELS.get(section_id, section_id.replace("_", " ").capitalize())
+
+
+def group(section_id: str) -> str:
+    return "knowledge" if section_id.startswith(DEPTH_PREFIX) else GROUPS.get(section_id, "other")
 
 
 def _int(value) -> int:
@@ -331,7 +342,7 @@ def budget_bars(report: dict) -> list[Bar]:
     tokens = report["tokens"]
     budget = max(1, tokens.get("budget", 0))
     bars = [
-        Bar(s["label"], s["tokens"], min(100, 100 * s["tokens"] / budget), GROUPS.get(s["id"], "other"))
+        Bar(s["label"], s["tokens"], min(100, 100 * s["tokens"] / budget), group(s["id"]))
         for s in report["sections"]
     ]
     reserve = tokens.get("output_reserve", 0)

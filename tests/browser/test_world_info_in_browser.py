@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from knowledge import services as knowledge_services
 from storyapp import services
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.helpers import horizontal_overflow
+from tests.browser.helpers import axe_violations, horizontal_overflow
 from tests.factories import hundred_entries, world_info_book
 
 
@@ -41,3 +41,4 @@ def test_the_world_info_section_is_readable_with_100_entries_considered(page, ca
     skipped.locator("summary").click()
     expect(skipped.locator("li").first).to_be_visible()
     assert horizontal_overflow(page) <= 0
+    assert axe_violations(page) == []

@@ -206,6 +206,7 @@ def test_the_inspector_shows_activated_entries_and_groups_the_skipped_with_the_b
     assert "<h3 id=\"world-info-" in page
     assert "100 entries considered, 3 activated, using" in page
     assert "at depth 1 as a system message" in page and "after the narrator&#x27;s rules" in page
+    assert "World Info: at depth 1 (system message)" in page
     assert "No key found (97)" in page
     assert "the always-include cap applies to prose Canon only" in page
 
