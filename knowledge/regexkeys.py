@@ -181,7 +181,7 @@ OUT_OF_TIME = "the turn's time for regex keys ran out before it was tried"
 
 class Patterns:
     """One campaign's compiled regex keys, each compiled at most once while
-    the table lives (it is dropped with the campaign's key index), at most
+    the table lives (it is dropped with the campaign's loaded lorebooks), at most
     `max_keys` of them and `max_size` unrolled copies in all. Refusals are
     remembered too, so a refused key costs nothing on later turns.
 
