@@ -92,6 +92,8 @@ def books_for(campaign_id: int) -> tuple[Books, Patterns]:
             _cache.move_to_end(key)
             while len(_cache) > CACHED_LIBRARIES * 4:
                 _cache.popitem(last=False)
+    if not cached[1].entries:
+        return cached[1], cached[2]
     shown = {
         str(pk): (title, visibility == KnowledgeSource.Visibility.HIDDEN)
         for pk, title, visibility in KnowledgeSource.objects.filter(campaign_id=campaign_id, pk__in=searchable)
