@@ -2,13 +2,15 @@
 
 The prompt is a conversation (DESIGN §6):
 
-    system     narrator rules, state rule, campaign canon, knowledge framing
-               rule, always-included Canon, AI instructions, persona, plot
-               essentials, then the length hint and the state reminder
+    system     World Info before, narrator rules, state rule, campaign canon,
+               knowledge framing rule, always-included Canon, AI
+               instructions, persona, plot essentials, World Info after,
+               then the length hint and the state reminder
     history    the newest actions that fit, one message each: the reader's
                actions as `user`, the narrations as `assistant`
     turn       the last `user` message: the live sections from least to most
-               volatile (author's note, summary, retrieved knowledge
+               volatile (World Info's author's-note top, the author's note,
+               its bottom, summary, retrieved knowledge
                (Inspiration, Reference, Canon), memories, narrative state,
                state refusals), then the reader's action, last
 
@@ -20,6 +22,13 @@ system message, where a model reads instructions. The reader's action is the
 last thing the model reads, and everything before the last message changes
 only when history has to make room (see `history.fit_history`), so a server's prompt
 cache reuses all of it from one turn to the next.
+
+World Info entries at depth N are messages of their own role N messages
+from the end (contextbuild.placement), so they change only the last N
+messages. World Info entries (lorebook sources) are chosen by the World
+Info budget (a share of the window, SillyTavern's rule); prose sources by
+retrieval within what remains; the always-include cap applies to prose
+Canon only (placement.BUDGET_RULE).
 
 `api_mode = completions` renders the same messages as one text in the
 model's instruct template (`instruct.render`; "plain" labels for base models).
@@ -37,21 +46,14 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from . import inject, instruct, rules, smallwindow
+from . import inject, instruct, placement, rules, smallwindow
 from .history import History, fit_history, history_sections
 from .layout import SYSTEM, conversation, render_transcript
 from .lengths import length_hint
-from .records import (
-    INFERRED,
-    HistoryAction,
-    KnowledgeResult,
-    Memory,
-    Section,
-    TurnInputs,
-    Window,
-)
+from .memories import memories_text, memories_within
+from .records import HistoryAction, KnowledgeResult, Memory, Section, TurnInputs, Window
 from .report import memory_record, overflow_message, summary_record, window_record
-from .tokens import MESSAGE_OVERHEAD, count_tokens, truncate_to_last_tokens
+from .tokens import MESSAGE_OVERHEAD, count_tokens
 
 #: Added to the reply cap when reserving room for the reply: it absorbs what
 #: the token ratio below does not (a chat template's extra tokens, say).
@@ -71,10 +73,6 @@ RATIO_MARGIN = 0.03
 MEMORY_SHARE = 0.10
 STATE_SHARE = 0.20
 
-MEMORIES_HEADING = (
-    "Memories from earlier in the story. Lines marked [inferred] are "
-    "interpretation, not established fact — do not treat them as settled truth:"
-)
 
 
 class ContextOverflow(Exception):
@@ -135,18 +133,20 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
     """
     priced = _price(inputs)
     knowledge = inject.plan(inputs.knowledge or KnowledgeResult(), priced.budget)
-    parts = _protected_parts(inputs, knowledge, budget=priced.budget)
+    placed = placement.place(inputs.world_info, hidden=inputs.world_info_hidden)
+    parts = _protected_parts(inputs, knowledge, placed, budget=priced.budget)
     reserved = _reserved(parts, priced, configured=inputs.settings.context_token_budget)
     available = priced.capacity - reserved
 
     knowledge = inject.select(knowledge, available)
     history = fit_history(parts.past, available - knowledge.spent, anchor=inputs.history_anchor)
     turn = _present(
-        parts.note, parts.summary, *reversed(knowledge.sections), parts.memories, parts.state, parts.refusals
+        placed.an_top, parts.note, placed.an_bottom, parts.summary, *reversed(knowledge.sections),
+        parts.memories, parts.state, parts.refusals,
     )
     messages = (
         {"role": SYSTEM, "content": rules.SEPARATOR.join(s.text for s in parts.system)},
-        *conversation(history.actions, turn, parts.last, parts.opening),
+        *placement.insert_at_depth(conversation(history.actions, turn, parts.last, parts.opening), placed),
     )
     built = BuiltContext(
         system_text=messages[0]["content"],
@@ -156,7 +156,7 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
         report={},
     )
     report = _report(
-        inputs, priced, parts, knowledge, history, turn, built=built, reserved=reserved, available=available
+        inputs, priced, parts, knowledge, history, turn, placed, built=built, reserved=reserved, available=available
     )
     return replace(built, report=report)
 
@@ -197,6 +197,7 @@ class _Parts:
 
     system: list[Section]
     note: Section | None
+    world_info: placement.Placed
     summary: Section | None
     memories: Section | None
     state: Section | None
@@ -214,14 +215,17 @@ class _Parts:
 
     @property
     def protected(self) -> list[Section]:
-        live = _present(self.note, self.summary, self.memories, self.state, self.refusals)
+        live = _present(self.world_info.an_top, self.note, self.world_info.an_bottom, self.summary, self.memories,
+                        self.state, self.refusals)
         return [*self.system, *live, *_present(self.player, self.cue)]
 
 
-def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int) -> _Parts:
+def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placement.Placed, *,
+                     budget: int) -> _Parts:
     campaign, settings = inputs.campaign, inputs.settings
     small = smallwindow.is_small(budget)
     system = _present(
+        placed.before,
         _section("narrator", campaign.narrator_prompt.strip()
                  or (rules.COMPACT_NARRATOR_PROMPT if small else rules.DEFAULT_NARRATOR_PROMPT)),
         _section("state_rule", rules.COMPACT_STATE_RULE if small else rules.STATE_RULE),
@@ -230,12 +234,13 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int)
         _section("ai_instructions", campaign.ai_instructions.strip()),
         _section("persona", rules.render_persona(campaign.persona)),
         _section("plot_essentials", _headed("Plot essentials:", campaign.plot_essentials)),
+        placed.after,
         _section("length_hint", length_hint(settings.max_output_tokens, campaign.narration_length)),
         _section("state_reminder", rules.EMIT_REMINDER),
     )
     authors_note = campaign.authors_note.strip()
     summary_text = inputs.summary.text if inputs.summary is not None else ""
-    recalled = _memories_within(inputs.memories, int(budget * MEMORY_SHARE))
+    recalled = memories_within(inputs.memories, int(budget * MEMORY_SHARE))
     player = _section("player_input", inputs.player_text.strip())
     past = inputs.history
     if player is None and past and past[-1].kind != "ai":
@@ -247,8 +252,9 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, *, budget: int)
     return _Parts(
         system=system,
         note=_section("authors_note", f"[Author's note: {authors_note}]" if authors_note else ""),
+        world_info=placed,
         summary=_section("story_summary", _headed("Story summary:", summary_text)),
-        memories=_section("used_memories", _memories_text(recalled)),
+        memories=_section("used_memories", memories_text(recalled)),
         state=_section("narrative_state",
                        rules.render_state(inputs.narrative_state, limit_tokens=int(budget * STATE_SHARE))),
         refusals=_section("state_refusals", rules.render_refusals(inputs.state_refusals)),
@@ -271,7 +277,7 @@ def _reserved(parts: _Parts, priced: _Pricing, *, configured: int) -> int:
     # The system message, the turn's message, the reply's priming, and a
     # possible opening cue before a history that starts with a narration.
     fixed = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING + parts.opening.tokens + MESSAGE_OVERHEAD
-    reserved = sum(s.tokens + separator for s in parts.protected) + fixed
+    reserved = sum(s.tokens + separator for s in parts.protected) + fixed + parts.world_info.depth_cost
     if reserved >= priced.capacity:
         raise ContextOverflow(overflow_message(
             parts.protected, reserved, priced.output_reserve, priced.budget, configured, priced.scale
@@ -281,7 +287,7 @@ def _reserved(parts: _Parts, priced: _Pricing, *, configured: int) -> int:
 
 def _report(
     inputs: TurnInputs, priced: _Pricing, parts: _Parts, knowledge: inject.Plan, history: History,
-    turn: list[Section], *, built: BuiltContext, reserved: int, available: int,
+    turn: list[Section], placed: placement.Placed, *, built: BuiltContext, reserved: int, available: int,
 ) -> dict:
     """What the inspector stores with the turn: every part as sent and what it cost (step 6)."""
     settings = inputs.settings
@@ -293,6 +299,7 @@ def _report(
         + (parts.opening.tokens + MESSAGE_OVERHEAD if history.actions and history.actions[0].kind == "ai" else 0)
         + _joined_tokens(ending, separator) + MESSAGE_OVERHEAD
         + REPLY_PRIMING
+        + placed.depth_cost
     )
     return {
         "sections": [
@@ -301,6 +308,7 @@ def _report(
                 ("system", parts.system),
                 ("history", history_sections(history.actions)),
                 ("turn", ending),
+                ("depth", [section for _, _, section in placed.at_depth]),
             )
             for s in sections
         ],
@@ -338,6 +346,7 @@ def _report(
         # The narrative state as sent: what the narrator was told is true.
         "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
         "knowledge": inject.report(knowledge),
+        "world_info": placement.report(inputs.world_info, inputs.world_info_titles),
         "history": {
             "included": len(history.actions) + (1 if parts.player is not None else 0),
             "total": inputs.history_total,
@@ -382,38 +391,3 @@ def _present(*sections: Section | None) -> list[Section]:
 def _headed(heading: str, body: str) -> str:
     body = body.strip()
     return f"{heading}\n{body}" if body else ""
-
-
-def _memories_within(memories: tuple[Memory, ...], limit: int) -> tuple[Memory, ...]:
-    """The best-ranked memories whose lines fit in `limit` tokens (at least
-    the first, cut if it alone is too long): memories are never dropped for
-    history, so they are bounded here instead."""
-    kept: list[Memory] = []
-    used = count_tokens(MEMORIES_HEADING)
-    for memory in memories:
-        if not memory.text.strip():
-            continue
-        cost = count_tokens(memory.text) + 4
-        if used + cost > limit:
-            if not kept:
-                kept.append(replace(memory, text=truncate_to_last_tokens(memory.text, max(1, limit - used - 4))))
-            break
-        kept.append(memory)
-        used += cost
-    return tuple(kept)
-
-
-def _memories_text(memories: tuple[Memory, ...]) -> str:
-    """Retrieved memories, inferred ones marked as such.
-
-    The narrator decides what is established from what it is shown, and an
-    unlabelled guess beside the recorded story is how a guess becomes canon.
-    """
-    lines = [
-        f"- [inferred] {m.text.strip()}" if m.authority == INFERRED else f"- {m.text.strip()}"
-        for m in memories
-        if m.text.strip()
-    ]
-    return _headed(MEMORIES_HEADING, "\n".join(lines))
-
-

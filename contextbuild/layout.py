@@ -46,8 +46,9 @@ def conversation(
     return messages
 
 
-#: How each role is labelled when the conversation is one text.
-TURN_LABELS = {USER: "Reader", ASSISTANT: "Narrator"}
+#: How each role is labelled when the conversation is one text (a system
+#: message inside the conversation is a World Info entry placed at depth).
+TURN_LABELS = {USER: "Reader", ASSISTANT: "Narrator", SYSTEM: "System"}
 
 
 def render_transcript(messages) -> str:

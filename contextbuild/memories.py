@@ -10,9 +10,12 @@ into the story is a summary's fact instead, marked `inferred`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .narrative import PLAYER
+from .records import INFERRED, Memory
 from .state import LOST
+from .tokens import count_tokens, truncate_to_last_tokens
 
 #: The longest memory kept; a memory is retrieved into prompts.
 MAX_CHARS = 300
@@ -83,3 +86,44 @@ def recorded(events: Sequence[dict], state: dict, *, protagonist: str = "") -> t
     """The distinct sentences of a narration's accepted events, in order."""
     texts = (describe(e, state, protagonist=protagonist) for e in events if isinstance(e, dict))
     return tuple(dict.fromkeys(t for t in texts if t))
+
+
+MEMORIES_HEADING = (
+    "Memories from earlier in the story. Lines marked [inferred] are "
+    "interpretation, not established fact — do not treat them as settled truth:"
+)
+
+
+def memories_within(memories: tuple[Memory, ...], limit: int) -> tuple[Memory, ...]:
+    """The best-ranked memories whose lines fit in `limit` tokens (at least
+    the first, cut if it alone is too long): memories are never dropped for
+    history, so they are bounded here instead."""
+    kept: list[Memory] = []
+    used = count_tokens(MEMORIES_HEADING)
+    for memory in memories:
+        if not memory.text.strip():
+            continue
+        cost = count_tokens(memory.text) + 4
+        if used + cost > limit:
+            if not kept:
+                kept.append(replace(memory, text=truncate_to_last_tokens(memory.text, max(1, limit - used - 4))))
+            break
+        kept.append(memory)
+        used += cost
+    return tuple(kept)
+
+
+def memories_text(memories: tuple[Memory, ...]) -> str:
+    """Retrieved memories, inferred ones marked as such.
+
+    The narrator decides what is established from what it is shown, and an
+    unlabelled guess beside the recorded story is how a guess becomes canon.
+    """
+    lines = [
+        f"- [inferred] {m.text.strip()}" if m.authority == INFERRED else f"- {m.text.strip()}"
+        for m in memories
+        if m.text.strip()
+    ]
+    return f"{MEMORIES_HEADING}\n" + "\n".join(lines) if lines else ""
+
+

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from worldinfo.records import Result as WorldInfoResult
+
 CANON = "canon"
 REFERENCE = "reference"
 INSPIRATION = "inspiration"
@@ -219,6 +221,9 @@ class KnowledgeResult:
     semantic_note: str = ""
     #: The strongest rejected candidates (at most retrieval's REJECTIONS_KEPT).
     rejections: tuple[Rejection, ...] = ()
+    #: Lorebook passages (chunk ids) the semantic path admitted: they are
+    #: not offered here, World Info decides them (as activated by meaning).
+    lore_by_meaning: tuple[int | str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,3 +264,10 @@ class TurnInputs:
     #: The first history action of the previous turn's prompt: history keeps
     #: starting there while it fits, so the prompt's prefix stays cached.
     history_anchor: int | str | None = None
+    #: This turn's World Info decisions (worldinfo.engine), None when the
+    #: campaign has no lorebook; `world_info_titles` names each book (the
+    #: source's title, by the engine's book key) for the report.
+    world_info: WorldInfoResult | None = None
+    world_info_titles: dict = field(default_factory=dict)
+    #: The books whose entries are for the narrator only (hidden sources).
+    world_info_hidden: frozenset = frozenset()

@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from . import keys, lexical, regexkeys
+from . import lexical, regexkeys
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import QueryInputs
 from .query.vocabulary import STOPWORDS
+from .worldinfo.loading import TurnRegex
 
 DIMENSIONS = 384
 WORDS_PER_PASSAGE = 110
@@ -137,20 +138,21 @@ def _vocabulary(rng: np.random.Generator) -> list[str]:
 
 
 def regex_key_turns(count: int, *, scene: str, most: int = 20) -> list[float]:
-    """Milliseconds of key matching for each turn of a campaign of `count`
+    """Milliseconds of regex-key searching (World Info's TurnRegex, one
+    deadline a turn) for each turn of a campaign of `count`
     regex keys, one per entry, from its first turn (its table empty) to the
     first turn that compiled nothing (at most `most` turns): the first turns
     compile what the turn's deadline allows, the last is what every later
     turn costs."""
-    entries = [
-        keys.EntryKeys(entry_id=i, regex_keys=(f"/\\b(?:wyrm{i}|lanterns? of {i})\\b/i",)) for i in range(count)
-    ]
+    patterns = [f"/\\b(?:wyrm{i}|lanterns? of {i})\\b/i" for i in range(count)]
     table = regexkeys.Patterns(max_keys=count)
     timings = []
     for _ in range(most):
         before = table.compiles
         started = time.perf_counter()
-        keys.match(entries, scene, frozenset(), table)
+        search = TurnRegex(table)
+        for pattern in patterns:
+            search(pattern, scene)
         timings.append((time.perf_counter() - started) * 1000)
         if table.compiles == before:
             break

@@ -108,11 +108,11 @@ class KnowledgeSource(models.Model):
 class LoreEntry(models.Model):
     """One entry of an imported lorebook, as the reader can edit it.
 
-    Its keys are lexical evidence: a key named in the scene admits the
-    entry's passages (knowledge.keys), a constant entry of a Canon source is
-    always included, and a disabled one is not indexed. `extras` holds the
-    entry's fields Loremaster does not use, by the format's own names, so
-    an export gives them back.
+    World Info applies it as SillyTavern would (worldinfo.engine, fed by
+    knowledge.worldinfo): its keys, flags and the settings `extras` holds by
+    the format's own names (SillyTavern's for every format once edited)
+    decide when it enters a prompt and where; a disabled one is not indexed.
+    An export gives every field back.
     """
 
     source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="entries")

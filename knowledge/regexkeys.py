@@ -17,8 +17,8 @@ counting more: where it cannot tell, a brace is a count and a class ends at
 its first `]`. Verbose mode is refused, because its `#` comments would let
 a key hide a repetition from the scan.
 
-Compiled keys live in a `Patterns` table that belongs to one campaign's key
-index (knowledge.retrieval.keyindex) and is freed with it, with a cap on
+Compiled keys live in a `Patterns` table that belongs to one campaign's
+loaded lorebooks (knowledge.worldinfo.loading) and is freed with them, with a cap on
 how many keys and how much unrolled size it holds; each compile is made
 only while the turn's deadline allows it.
 
@@ -181,7 +181,7 @@ OUT_OF_TIME = "the turn's time for regex keys ran out before it was tried"
 
 class Patterns:
     """One campaign's compiled regex keys, each compiled at most once while
-    the table lives (it is dropped with the campaign's key index), at most
+    the table lives (it is dropped with the campaign's loaded lorebooks), at most
     `max_keys` of them and `max_size` unrolled copies in all. Refusals are
     remembered too, so a refused key costs nothing on later turns.
 

@@ -114,44 +114,6 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
     )
 
 
-def keyed_passages(campaign_id: int):
-    """(chunk id, source id, entry id, keys, regex keys, secondary keys,
-    extras the matching reads, source format) for every passage of the
-    campaign cut from a lorebook entry with keys, ready or not: the caller
-    masks by the searchable sources, as the vectors are masked."""
-    extras = [f"entry__extras__{name}" for name in KEY_SETTINGS]
-    return (
-        KnowledgeChunk.objects.filter(campaign_id=campaign_id, entry__isnull=False)
-        .order_by("pk")
-        .values_list(
-            "pk", "source_id", "entry_id", "entry__keys", "entry__regex_keys", "entry__secondary_keys",
-            *extras, "source__format",
-        )
-    )
-
-
-#: The entry settings (by SillyTavern's names) key matching reads (knowledge.keys).
-KEY_SETTINGS = ("selective", "selectiveLogic", "caseSensitive", "matchWholeWords")
-
-
-def always_included_entries(campaign_id: int, *, limit: int) -> list[int]:
-    """The passages of constant entries in the campaign's enabled, ready
-    Canon sources, in the book's order: SillyTavern's `constant` and
-    NovelAI's `forceActivation` are always-included Canon (the 20 % cap in
-    contextbuild.inject bounds them)."""
-    return list(
-        KnowledgeChunk.objects.filter(
-            campaign_id=campaign_id,
-            entry__constant=True,
-            source__enabled=True,
-            source__index_state=Ready,
-            source__classification=KnowledgeSource.Classification.CANON,
-        )
-        .order_by("source__title", "source_id", "index")
-        .values_list("pk", flat=True)[:limit]
-    )
-
-
 def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     """(stamp of the library's passages and vectors, ids of the searchable
     sources), for the per-process caches built from them.

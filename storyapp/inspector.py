@@ -12,7 +12,7 @@ from contextbuild.narrative import NarrativeState
 from contextbuild.rules import PROMPT_ENTITIES, PROMPT_THREADS
 from contextbuild.rules import HIDDEN_MARKER
 
-from . import reportlines
+from . import reportlines, worldinfo_lines
 
 #: Colour groups for the budget picture, by section label.
 GROUPS = {
@@ -38,6 +38,10 @@ GROUPS = {
     "used_memories": "memory",
     "narrative_state": "state",
     "state_refusals": "state",
+    "world_info_before": "knowledge",
+    "world_info_after": "knowledge",
+    "world_info_an_top": "knowledge",
+    "world_info_an_bottom": "knowledge",
 }
 
 
@@ -65,13 +69,28 @@ LABELS = {
     "used_memories": "Memories",
     "narrative_state": "Current state",
     "state_refusals": "Refused state changes",
+    "world_info_before": "World Info: before the narrator's rules",
+    "world_info_after": "World Info: after the narrator's rules",
+    "world_info_an_top": "World Info: top of the author's note",
+    "world_info_an_bottom": "World Info: bottom of the author's note",
     "reply reserve": "Reserved for the reply",
     "unused": "Unused",
 }
 
 
+#: World Info's at-depth sections are labelled `world_info_depth_<n>_<role>`.
+DEPTH_PREFIX = "world_info_depth_"
+
+
 def label(section_id: str) -> str:
+    if section_id.startswith(DEPTH_PREFIX):
+        depth, _, role = section_id[len(DEPTH_PREFIX):].partition("_")
+        return f"World Info: at depth {depth} ({role or 'system'} message)"
     return LABELS.get(section_id, section_id.replace("_", " ").capitalize())
+
+
+def group(section_id: str) -> str:
+    return "knowledge" if section_id.startswith(DEPTH_PREFIX) else GROUPS.get(section_id, "other")
 
 
 def _int(value) -> int:
@@ -295,6 +314,7 @@ def readable(report) -> dict:
         # rather than "no summary".
         "long_memory": "summary" in report or "memories" in report,
         "state": _state(report.get("state")),
+        "world_info": worldinfo_lines.world_info(report.get("world_info")),
         "derived": derived,
         "sections": sections,
         "knowledge": {
@@ -322,7 +342,7 @@ def budget_bars(report: dict) -> list[Bar]:
     tokens = report["tokens"]
     budget = max(1, tokens.get("budget", 0))
     bars = [
-        Bar(s["label"], s["tokens"], min(100, 100 * s["tokens"] / budget), GROUPS.get(s["id"], "other"))
+        Bar(s["label"], s["tokens"], min(100, 100 * s["tokens"] / budget), group(s["id"]))
         for s in report["sections"]
     ]
     reserve = tokens.get("output_reserve", 0)
@@ -346,6 +366,7 @@ def _keys(report: dict) -> dict[str, set[str]]:
         "sections": {label(s["id"]) for s in report["sections"]},
         "passages": {passage_key(p) for p in report["knowledge"]["used"]},
         "memories": {str(m.get("text", "")) for m in report["memories"]["used"]},
+        "lorebook": {e["entry"] for e in (report["world_info"] or {}).get("activated", [])},
     }
 
 

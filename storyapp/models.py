@@ -125,6 +125,11 @@ class Action(models.Model):
     thinking = models.TextField(blank=True)
     #: Set while the narration waits for a free slot on a busy model server (endpoints.slots).
     waiting_for_server = models.BooleanField(default=False)
+    # World Info's timed effects (sticky, cooldown) after this action, as
+    # worldinfo.records.TimedState.as_stored(): copied from the parent like
+    # `state`, and written by the narration whose prompt set them, so every
+    # lineage (after an undo, a retry, a branch) continues its own timers.
+    world_info_timers = models.JSONField(default=dict, blank=True)
     # When the head last arrived here; redo follows the most recently visited child.
     visited = models.DateTimeField(null=True, blank=True)
     # Set by the worker while it narrates; a stale heartbeat means the worker died.

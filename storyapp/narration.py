@@ -148,7 +148,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         _fail(action, "No model endpoint is configured for this campaign. Pick one in the campaign's settings.")
         return
     window.probed(profile)
-    inputs = prompting.turn_inputs(campaign, profile, position=action.parent)
+    inputs = prompting.turn_inputs(campaign, profile, position=action.parent, narrating=action)
     try:
         built = build_context(inputs)
     except ContextOverflow as exc:
@@ -198,7 +198,9 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
             "The model spent its whole reply thinking and wrote no narration. Press Retry; if it happens again, "
             "an admin can reserve more tokens for reasoning on the profile, or ask the model not to think."
         )
-    _finish(action, prose, built, stopped=stopped, failure=failure, detail=detail, thinking=thinking)
+    # Without a lorebook the narration keeps the timers it was created with (its parent's).
+    timers = inputs.world_info.timed.as_stored() if inputs.world_info is not None else None
+    _finish(action, prose, built, stopped=stopped, failure=failure, detail=detail, thinking=thinking, timers=timers)
 
 
 def _waiting(action_id: int, waiting: bool) -> None:
@@ -249,12 +251,15 @@ def _flush(action_id: int, text: str, thinking: str, *, now: datetime) -> bool:
 @transaction.atomic
 def _finish(
     action: Action, raw: str, built, *, stopped: bool, failure: str | None, detail: str | None = None,
-    thinking: str = "",
+    thinking: str = "", timers: dict | None = None,
 ) -> None:
     """Stores the outcome and the snapshot. A stopped narration keeps the
     text the reader saw when they pressed Stop (the row's), not what the
     model sent after it; a stop also outranks the error a cut stream raises.
-    `detail` is what the server said of a failure, kept for staff."""
+    `detail` is what the server said of a failure, kept for staff. `timers`
+    are World Info's timed effects after this prompt, stored with a
+    narration that is in the story (a failed one is not: a retry reads the
+    parent's)."""
     prose, block = stateblock.split(raw)
     stopped = stopped or Action.objects.filter(pk=action.pk, stop_requested=True).exists()
     if stopped:
@@ -270,12 +275,14 @@ def _finish(
     else:
         status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
     changes = {}
+    if status != Action.Status.FAILED and timers is not None:
+        changes["world_info_timers"] = timers
     if status == Action.Status.DONE:
         # A finished reply's block moves the state this action stores; a
         # stopped or failed one leaves it as the turn found it.
         forbidden = tuple((c.get("from", ""), c.get("to", "")) for c in action.campaign.forbidden_status_changes)
         outcome = apply_block(action.state, block, forbidden=forbidden)
-        changes = {"state": outcome.state, "state_rejections": list(outcome.refused)}
+        changes |= {"state": outcome.state, "state_rejections": list(outcome.refused)}
         built.report["state_events"] = outcome.as_record()
         # Robust: derived work never fails the narration that gave rise to it.
         transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)

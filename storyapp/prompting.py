@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from django.db import DatabaseError, connection, transaction
 
 from contextbuild import records, smallwindow, summaries
-from contextbuild.builder import effective_budget as capped_budget
+from contextbuild.builder import effective_budget
 from contextbuild.tokens import count_tokens
 from endpoints import samplers
 from endpoints import window as server_window
@@ -22,7 +22,7 @@ from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
 
-from . import derivedjobs, lineage, modelprose, recall
+from . import derivedjobs, lineage, modelprose, recall, worldinfo_turn
 from .summaries import summary_chain
 from .models import Action, Campaign, ContextSnapshot, DerivedJob
 
@@ -59,7 +59,7 @@ def settings_record(
         temperature = campaign.temperature
     if campaign is not None and campaign.max_output_tokens:
         max_output_tokens = min(campaign.max_output_tokens, profile.max_output_tokens)
-    window_budget = capped_budget(budget if budget is not None else profile.context_token_budget,
+    window_budget = effective_budget(budget if budget is not None else profile.context_token_budget,
                                   server_window.window_for(profile))
     return records.ModelSettings(
         model=profile.chat_model,
@@ -93,12 +93,16 @@ def turn_inputs(
     player_text: str = "",
     budget: int | None = None,
     with_knowledge: bool = True,
+    narrating: Action | None = None,
 ) -> records.TurnInputs:
     """The inputs for a narration that continues the lineage ending at `position`.
 
     `player_text` is a reader's action not yet stored (the `build_context`
     command's preview); a stored turn's player action is already the position.
-    `with_knowledge=False` skips retrieval, for measuring the rest alone.
+    `narrating` is the narration being written (None for a preview): its
+    World Info rolls are seeded by how many narrations the position has
+    besides it. `with_knowledge=False` skips retrieval and World Info, for
+    measuring the rest alone.
     """
     known = server_window.window_for(profile)
     settings = settings_record(profile, campaign=campaign, budget=budget)
@@ -117,6 +121,15 @@ def turn_inputs(
     query = query_inputs(campaign, position=position, state=state, player_text=player_text)
     search = for_retrieval(profile)
     search["embed_query"] = recall.remembering(search["embed_query"])
+    knowledge = knowledge_for(campaign, query, search) if with_knowledge else None
+    lore = (
+        worldinfo_turn.world_info_for(
+            campaign, position=position, window=window, state=state, narrating=narrating,
+            player_text=player_text, budget_tokens=effective_budget(settings.context_token_budget, known),
+            by_meaning=knowledge.lore_by_meaning,
+        )
+        if with_knowledge else worldinfo_turn.TurnWorldInfo()
+    )
     return records.TurnInputs(
         campaign=campaign_record(campaign),
         settings=settings,
@@ -135,7 +148,10 @@ def turn_inputs(
                          before_depth=_replayed_from(anchor, window))
             if has_derived and with_knowledge else ()
         ),
-        knowledge=knowledge_for(campaign, query, search) if with_knowledge else None,
+        knowledge=knowledge,
+        world_info=lore.result,
+        world_info_titles=lore.titles or {},
+        world_info_hidden=lore.hidden,
         narrative_state=state,
         state_refusals=refusals,
         window=known,

@@ -61,3 +61,12 @@ def summary_line(summary: dict | None, *, total: int, included: int, jobs: list[
         return f"{line}; their summary failed after {_plural(failed['attempts'], 'attempt')}: {why}"
     return (f"{line}; no summary of them was written yet (one is asked for once enough of the story "
             "has fallen out of the window).")
+
+
+def world_info_line(*, considered: int, activated: int, budget: int, used: int) -> str:
+    """What World Info did with its budget: how many entries it weighed,
+    how many it took, and what they cost of the share of the window it may
+    spend."""
+    share = f"{used:,} of its {budget:,}-token budget" if budget else f"{used:,} tokens (no budget recorded)"
+    entries = f"{considered} {'entry' if considered == 1 else 'entries'}"
+    return f"{entries} considered, {activated} activated, using {share}."

@@ -60,6 +60,7 @@ def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
         token_count=count_tokens(text),
         status=status,
         state=campaign.state_at(parent),
+        world_info_timers=dict(parent.world_info_timers) if parent is not None else {},
         visited=now,
         # For a pending narration: when it was queued (see narration.recover_stale).
         heartbeat=now if status == Action.Status.PENDING else None,

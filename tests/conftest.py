@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from knowledge import services as knowledge_services
+from knowledge.worldinfo import loading as worldinfo_loading
 from storyapp import services
 from storyapp.celery import app as celery_app
 from tests.factories import CampaignFactory, EndpointProfileFactory, UserFactory
@@ -66,6 +67,16 @@ def celery_eager():
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = False
+
+
+@pytest.fixture(autouse=True)
+def fresh_lorebooks():
+    """The loaded lorebooks are cached per process on the library stamp,
+    and a rolled-back test's campaign and sources reuse the next test's ids
+    and revisions: each test loads its own."""
+    worldinfo_loading.clear()
+    yield
+    worldinfo_loading.clear()
 
 
 @pytest.fixture(autouse=True)

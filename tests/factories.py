@@ -107,6 +107,30 @@ class IndexJobFactory(factory.django.DjangoModelFactory):
     content_sha256 = factory.LazyAttribute(lambda o: o.source.sha256)
 
 
+def world_info_book(*entries: dict, name: str = "Harbour") -> bytes:
+    """A SillyTavern World Info file of these entries (each a dict of
+    SillyTavern's fields; `uid` is filled in from the order)."""
+    import json
+
+    return json.dumps({"name": name, "entries": {str(i): {"uid": i, **e} for i, e in enumerate(entries)}}).encode()
+
+
+def hundred_entries() -> list[dict]:
+    """A book of 100 entries: the three a harbour scene names, fired in
+    three places, and 97 no scene names."""
+    named = [
+        {"comment": "Lantern Guild", "key": ["lantern"], "content": "The Lantern Guild lights the quay."},
+        {"comment": "Storm", "key": ["storm"], "content": "Storms close the harbour mouth.", "position": 4,
+         "depth": 1, "sticky": 3},
+        {"comment": "Harbour master", "key": ["harbour"], "content": "The harbour master is Oren Vell.",
+         "position": 1},
+    ]
+    return named + [
+        {"comment": f"Far island {i}", "key": [f"island{i}"], "content": f"Island {i} lies far to the south."}
+        for i in range(97)
+    ]
+
+
 # ---------------------------------------------------------------- World Info
 
 from worldinfo.records import Entry  # noqa: E402

@@ -6,7 +6,8 @@ SQLite: an FTS5 table over the chunk rows, kept in sync by triggers, with the
 campaign id as an indexed column that every query matches on, ranked by bm25.
 
 Both answer the same question: for a campaign and a list of terms, the best
-`limit` passages of that campaign's enabled, ready sources that match any
+`limit` passages of that campaign's enabled, ready prose sources (a lorebook's
+passages are World Info's, worldinfo.engine) that match any
 of the terms it ranks on (all of them, or the subset `rank_on` names, see
 knowledge.termstats), and for each, which of *all* the terms it matched
 (the evidence admission needs). Terms are words; a term of several words matches passages holding

@@ -70,7 +70,7 @@ def search(
             JOIN knowledge_knowledgesource s ON s.id = c.source_id,
                  (SELECT {any_term} AS query) q
             WHERE c.campaign_id = %s AND c.search @@ q.query
-              AND s.campaign_id = %s AND s.enabled AND s.index_state = 'ready'
+              AND s.campaign_id = %s AND s.enabled AND s.index_state = 'ready' AND s.format = ''
             ORDER BY score DESC, c.id
             LIMIT %s
             """,

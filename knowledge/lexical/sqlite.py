@@ -100,7 +100,7 @@ def search(
             JOIN knowledge_knowledgechunk c ON c.id = f.rowid
             JOIN knowledge_knowledgesource s ON s.id = c.source_id
             WHERE {TABLE} MATCH %s
-              AND s.campaign_id = %s AND s.enabled AND s.index_state = 'ready'
+              AND s.campaign_id = %s AND s.enabled AND s.index_state = 'ready' AND s.format = ''
             ORDER BY score, f.rowid
             LIMIT %s
             """,

@@ -30,11 +30,10 @@ and suppression (rules 2 and 3), which read the admitted together, are here.
   path did not find it), its cosine with the query (None without
   embeddings), the term indexes its text shares with the query (for the
   standing-names rule), its vector (for suppression), whether it is
-  always included, and for a lorebook entry the keys the scene names
-  (`keys`, or `key_refusal` saying why the named keys do not count:
-  knowledge.keys judges them).
-* `Decision` is the one decision type: admitted or not, by what (`key`,
-  `lexical`, `semantic`, `both`, or `always` for an always-included passage
+  always included. (A lorebook entry's keys are World Info's to apply,
+  worldinfo.engine: its passages are never candidates of the lexical path.)
+* `Decision` is the one decision type: admitted or not, by what
+  (`lexical`, `semantic`, `both`, or `always` for an always-included passage
   the rule did not admit), the normalized scores, relevance, score, rank,
   `duplicate_of`, and `why` in words.
 * `Ranked` holds the offered decisions in rank order, the suppressed ones,
@@ -65,10 +64,7 @@ floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor
    not a standing entity, not an everyday English word (COMMON_WORD_RANK)
    and distinctive in the library. Semantically: cosine ≥ the floor
    calibrated for exactly this embedding model; with no floor, the path
-   admits nothing (another model's floor is never borrowed). By key: a
-   lorebook entry whose key the scene names is admitted on that alone (its
-   author's own trigger; knowledge.keys refuses standing entities' and
-   common words' keys). A candidate
+   admits nothing (another model's floor is never borrowed). A candidate
    admitted by cosine alone that shares the cast's names and no meaningful
    word is refused: the cast is in every query. A hub (`Candidate.hub`:
    close to almost any scene, knowledge.hubs) is admitted by cosine only
@@ -81,9 +77,7 @@ floor is the embedding model's, as for lore (`knowledge.retrieval.semantic_floor
    a query about tide tables and container tonnage retrieved a whole
    fantasy library, hidden Canon included.
 2. Ranking, among the admitted only: each path normalized against its best
-   admitted value, `max + AGREEMENT × min`, times the kind's weight. A key
-   counts 1, so entries the scene names by key come first, in the order of
-   their other evidence.
+   admitted value, `max + AGREEMENT × min`, times the kind's weight.
    Always-included candidates go first; ties go to the lower id.
 3. Suppression, within a kind only: identical text, or cosine ≥
    REDUNDANT_SIMILARITY between the two vectors. Word overlap is never
@@ -104,7 +98,7 @@ import numpy as np
 from contextbuild.records import CANON, INFERRED, INSPIRATION, RECORDED, REFERENCE
 
 from .admission import admit
-from .records import KEY, LEXICAL, SEMANTIC, Candidate, Decision, Ranked, Term
+from .records import LEXICAL, SEMANTIC, Candidate, Decision, Ranked, Term
 
 #: How much agreement between the two paths is worth when ordering survivors.
 AGREEMENT = 0.15
@@ -177,10 +171,7 @@ def _scored(decisions: list[Decision]) -> list[Decision]:
     for d in offered:
         lex = _normalized(d.candidate.lexical, lexical_top) if LEXICAL in d.paths else 0.0
         sem = _normalized(d.candidate.cosine, semantic_top) if SEMANTIC in d.paths else 0.0
-        if KEY in d.paths:
-            relevance = 1.0 + AGREEMENT * max(lex, sem)
-        else:
-            relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
+        relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
         weight = WEIGHTS.get(d.candidate.kind, OTHER_WEIGHT)
         scored.append(
             replace(

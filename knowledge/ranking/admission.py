@@ -1,12 +1,12 @@
 """Admission (rule 1 of knowledge.ranking): each candidate on its own
-signals, by key, by its words and by its meaning, and the refusals that
+signals, by its words and by its meaning, and the refusals that
 override them. Nothing here compares a candidate with the others."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .records import ALWAYS, BOTH, KEY, LEXICAL, SEMANTIC, Candidate, Decision, Term, Verdict, rounded
+from .records import ALWAYS, BOTH, LEXICAL, SEMANTIC, Candidate, Decision, Term, Verdict, rounded
 
 #: Lexical admission: this many distinct meaningful terms admit a candidate.
 LEXICAL_MIN_SIGNALS = 2
@@ -120,10 +120,9 @@ def admit(candidate: Candidate, terms: Sequence[Term], floor: float | None, conf
     refusals that override them (standing names only; withdrawn)."""
     lexical = lexical_verdict(candidate.matched, terms) if candidate.lexical is not None else None
     semantic = _semantic_verdict(candidate, floor) if candidate.cosine is not None else None
-    key = _key_verdict(candidate) if candidate.named_by_key else None
     if confirm_pairs and lexical and lexical.admitted and floor is not None and candidate.cosine is not None:
         lexical = _vetoed(lexical, candidate, terms, floor)
-    if semantic and semantic.admitted and not (lexical and lexical.admitted) and not (key and key.admitted):
+    if semantic and semantic.admitted and not (lexical and lexical.admitted):
         names = _standing_only(candidate, terms)
         if candidate.hub:
             # Near everything in embedding space, so its cosine says nothing
@@ -136,7 +135,7 @@ def admit(candidate: Candidate, terms: Sequence[Term], floor: float | None, conf
             # names says nothing about the scene: the lexical rule's
             # reasoning, applied to the words the two texts share.
             semantic = Verdict(False, "shares only standing entities with the query (" + ", ".join(names) + ")")
-    paths = [(KEY, key), (LEXICAL, lexical), (SEMANTIC, semantic)]
+    paths = [(LEXICAL, lexical), (SEMANTIC, semantic)]
     by = [name for name, verdict in paths if verdict and verdict.admitted]
     reasons = [f"{name}: {verdict.why}" for name, verdict in paths if verdict]
     if candidate.withdrawn:
@@ -176,19 +175,12 @@ def _vetoed(lexical: Verdict, candidate: Candidate, terms: Sequence[Term], floor
 
 
 def _by(paths: list[str]) -> str:
-    """The one word the report gives: a key outranks the other paths' evidence."""
-    if KEY in paths:
-        return KEY
+    """The one word the report gives."""
     return BOTH if len(paths) == 2 else paths[0]
 
 
-def _key_verdict(candidate: Candidate) -> Verdict:
-    if candidate.keys:
-        return Verdict(True, "the scene names its key " + ", ".join(f"“{k}”" for k in candidate.keys))
-    return Verdict(False, candidate.key_refusal)
-
-
 def _matched_words(candidate: Candidate, terms: Sequence[Term]) -> tuple[str, ...]:
-    """The keys the scene names, then the query terms the lexical path matched."""
-    words = () if candidate.lexical is None else sorted(terms[i].word for i in candidate.matched if 0 <= i < len(terms))
-    return (*candidate.keys, *(w for w in words if w not in candidate.keys))
+    """The query terms the lexical path matched."""
+    if candidate.lexical is None:
+        return ()
+    return tuple(sorted(terms[i].word for i in candidate.matched if 0 <= i < len(terms)))

@@ -11,7 +11,6 @@ import numpy as np
 LEXICAL = "lexical"
 SEMANTIC = "semantic"
 BOTH = "both"
-KEY = "key"
 ALWAYS = "always"
 
 
@@ -61,17 +60,11 @@ class Candidate:
     hub: str = ""
     always: bool = False
     withdrawn: str = ""
-    keys: tuple[str, ...] = ()
-    key_refusal: str = ""
 
     @property
     def found(self) -> bool:
         """Found by a search path, as opposed to only always included."""
-        return self.lexical is not None or self.cosine is not None or self.named_by_key
-
-    @property
-    def named_by_key(self) -> bool:
-        return bool(self.keys or self.key_refusal)
+        return self.lexical is not None or self.cosine is not None
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 loading half. The rules are knowledge.ranking's.
 
     query (knowledge.query) ─┬─▶ lexical candidates, top 40 (knowledge.lexical,
-                             │   found by the library's rarest terms: knowledge.termstats)
-                             ├─▶ semantic candidates, top 40 (cosine, whole library)
-                             └─▶ lorebook entries whose keys the scene names (knowledge.keys)
-        ─▶ their passages, always-included Canon, their vectors (one scoped query)
+                             │   found by the library's rarest terms: knowledge.termstats;
+                             │   prose sources only)
+                             └─▶ semantic candidates, top 40 (cosine, whole library)
+        ─▶ their passages, always-included prose Canon, their vectors (one scoped query)
         ─▶ knowledge.ranking.rank: ADMISSION on absolute signals ─▶ RANKING among
            survivors ─▶ near-duplicate suppression (within a class)
         ─▶ KnowledgeResult ─▶ contextbuild.inject (the budget cut)
@@ -16,8 +16,18 @@ the calibrated floor, handed to the core as plain records
 (`ranking.records.Candidate`, `ranking.records.Term`). A short term's lexical match is
 confirmed against the passage's own words first (knowledge.query.vocabulary.SHORT_TERM).
 There is no model reranker: a second inference call per turn, and opaque to
-the inspector. The semantic path is `library`, the key path `keyindex`, and
-the decisions become passages and report lines in `report`.
+the inspector. The semantic path is `library`, and the decisions become
+passages and report lines in `report`.
+
+Lorebook passages (cut from an entry) are World Info's to decide
+(worldinfo.engine, fed by storyapp.worldinfo_turn): World Info entries
+(lorebook sources) are chosen by the World Info budget (a share of the
+window, SillyTavern's rule); prose sources by retrieval within what
+remains; the always-include cap applies to prose Canon only. So the
+lexical path never finds them, and none is always included here; the
+semantic path still scores them, and those it admits are handed on as
+`lore_by_meaning` (a vectorized entry's activation by meaning), never
+offered as passages.
 
 The semantic path scores the campaign's whole library: a float32 matrix per
 (campaign, model), normalized once and cached in this process, is checked on
@@ -40,13 +50,13 @@ import numpy as np
 from contextbuild.records import KnowledgeResult
 from endpoints import calibration
 
-from .. import hubs, keys, lexical, ranking, selectors, termstats
+from .. import hubs, lexical, ranking, selectors, termstats
 from ..models import KnowledgeChunk, KnowledgeSource
 from ..query import Query, QueryInputs, assemble
 from ..query.vocabulary import SHORT_TERM
 from ..query.weighing import matched_terms, weigh_terms
 from ..ranking.records import Candidate
-from . import keyindex, library, report
+from . import library, report
 from .library import EmbedQuery, Ready
 
 LEXICAL_CANDIDATES = 40
@@ -128,8 +138,7 @@ def explain(
         campaign_id, embed_query, model, floor, q, query_vector, stamp
     )
 
-    named = keyindex.named_by_key(campaign_id, q, stamp)
-    found = _found(semantic, hits, named)
+    found = _found(semantic, hits)
     always = _always_included(campaign_id)
     rows = {
         c.pk: c
@@ -139,17 +148,21 @@ def explain(
     if unit_query is not None:
         found = _with_cosines(found, vectors, unit_query)
     candidates = [
-        _candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always, named.get(chunk_id))
+        _candidate(chunk_id, *paths, rows.get(chunk_id), q, vectors, always)
         for chunk_id, paths in found.items()
     ]
     candidates += [_always_candidate(rows[c], vectors) for c in always if c in rows and c not in found]
     terms = weigh_terms(q.terms, q.standing, q.shares, distinctive, broad)
     ranked = ranking.rank(candidates, terms, floor=floor, confirm_pairs=calibration.confirms_pairs(model))
 
-    rejected = [d for d in ranked.decisions if not d.admitted and d.candidate.id in rows]
+    lore = {chunk_id for chunk_id, row in rows.items() if row.entry_id is not None}
+    rejected = [d for d in ranked.decisions if not d.admitted and d.candidate.id in rows and d.candidate.id not in lore]
     result = KnowledgeResult(
-        candidates=tuple(report.passage(d, rows[d.candidate.id]) for d in ranked.offered),
-        suppressed=tuple(report.passage(d, rows[d.candidate.id]) for d in ranked.suppressed),
+        candidates=tuple(report.passage(d, rows[d.candidate.id]) for d in ranked.offered if d.candidate.id not in lore),
+        suppressed=tuple(
+            report.passage(d, rows[d.candidate.id]) for d in ranked.suppressed if d.candidate.id not in lore
+        ),
+        lore_by_meaning=tuple(d.candidate.id for d in ranked.decisions if d.admitted and d.candidate.id in lore),
         terms=q.terms,
         rank_terms=tuple(q.terms[i] for i in rank_on),
         considered=ranked.considered,
@@ -167,18 +180,16 @@ def explain(
 
 
 def _found(
-    semantic: list[tuple[int, float]], hits: list[lexical.LexicalHit], named: dict[int, keys.KeyMatch]
+    semantic: list[tuple[int, float]], hits: list[lexical.LexicalHit]
 ) -> dict[int, tuple[lexical.LexicalHit | None, float | None]]:
     """Each generated passage's lexical hit and cosine, the semantic path's
-    first, then the lexical path's, then passages named only by a key (the
-    order the decisions are listed in, before ranking)."""
+    first, then the lexical path's (the order the decisions are listed in,
+    before ranking)."""
     found: dict[int, tuple[lexical.LexicalHit | None, float | None]] = {
         chunk_id: (None, similarity) for chunk_id, similarity in semantic
     }
     for hit in hits:
         found[hit.chunk_id] = (hit, found.get(hit.chunk_id, (None, None))[1])
-    for chunk_id in named:
-        found.setdefault(chunk_id, (None, None))
     return found
 
 
@@ -194,12 +205,13 @@ def _with_cosines(found: dict, vectors: dict[int, tuple[np.ndarray, float | None
 
 
 def _always_included(campaign_id: int) -> list[int]:
-    """The always-included Canon passages' ids, asked of the few source rows
-    first: most campaigns have none, and then the passages are not read.
-    Only Canon can be always included (the source's check constraint)."""
+    """The always-included prose Canon passages' ids, asked of the few
+    source rows first: most campaigns have none, and then the passages are
+    not read. Only Canon can be always included (the source's check
+    constraint); a lorebook's constant entries are World Info's."""
     sources = list(
         KnowledgeSource.objects.filter(
-            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True
+            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, format=""
         ).values_list("pk", flat=True)
     )
     chosen = []
@@ -209,10 +221,6 @@ def _always_included(campaign_id: int) -> list[int]:
             .order_by("source__title", "source_id", "index")
             .values_list("pk", flat=True)[:ALWAYS_LIMIT]
         )
-    if len(chosen) < ALWAYS_LIMIT and KnowledgeSource.objects.filter(campaign_id=campaign_id).exclude(format="").exists():
-        taken = set(chosen)
-        entries = selectors.always_included_entries(campaign_id, limit=ALWAYS_LIMIT)
-        chosen += [c for c in entries if c not in taken][: ALWAYS_LIMIT - len(chosen)]
     return chosen
 
 
@@ -224,21 +232,15 @@ def _candidate(
     q: Query,
     vectors: dict[int, tuple[np.ndarray, float | None]],
     always: list[int],
-    named: keys.KeyMatch | None = None,
 ) -> Candidate:
     """A generated passage as the core's record. The terms its own words
     hold confirm its short-term matches (the databases' stemmers fold short
     words onto stop words) and serve the standing-names rule."""
-    by_key: dict = {}
-    if named is not None:
-        by_key = {"keys": named.keys, "key_refusal": named.why}
-        if named.vetoed:
-            by_key["withdrawn"] = "held back by its secondary keys"
     if chunk is None:
         matched = hit.matched - _short(q) if hit else frozenset()
         return Candidate(
             id=chunk_id, kind="", text="", matched=matched,
-            lexical=hit.score if hit else None, cosine=similarity, **{**by_key, "withdrawn": WITHDRAWN},
+            lexical=hit.score if hit else None, cosine=similarity, withdrawn=WITHDRAWN,
         )
     held = matched_terms(q.terms, chunk.text, chunk.heading_path)
     matched = frozenset()
@@ -256,7 +258,6 @@ def _candidate(
         vector=vector,
         hub=hubs.hub_reason(share, chunk.token_count) if vector is not None else "",
         always=chunk_id in always,
-        **by_key,
     )
 
 
@@ -272,7 +273,6 @@ def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, tuple[np.ndarray
 
 
 def clear_cache() -> None:
-    """Forgets every cached library matrix, key index and term profile in this process."""
+    """Forgets every cached library matrix and term profile in this process."""
     library.clear()
-    keyindex.clear()
     termstats.clear_cache()

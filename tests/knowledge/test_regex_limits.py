@@ -2,9 +2,9 @@
 compile bomb is refused at import and at an entry's edit, quickly and with
 a reason; a book or a campaign past its regex-key limit is refused at
 import; rows stored before the limits are skipped at turn time with the
-reason in the lore decisions; and a campaign's keys are compiled once, in
-its key index, and freed with it (those the library still has are kept
-when it changes)."""
+reason in World Info's notes; and a campaign's keys are compiled once, in
+its loaded lorebooks, and freed with them (those the library still has are
+kept when it changes)."""
 
 import gc
 import html
@@ -17,10 +17,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.urls import reverse
 
+from contextbuild.tokens import count_tokens
 from knowledge import retrieval, services
 from knowledge.models import KnowledgeSource, LoreEntry
-from knowledge.query import QueryInputs
-from knowledge.retrieval import keyindex, retrieve
+from knowledge.worldinfo import loading
+from worldinfo.engine import evaluate
+from worldinfo.records import Inputs, Message
 from tests.knowledge.test_entry_editor import posted
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -48,7 +50,17 @@ def upload(campaign, name, data):
 
 
 def ask(campaign, text):
-    return retrieve(campaign_id=campaign.pk, query=QueryInputs.build(state={}, recent=[text], persona_name="Mara"))
+    """The campaign's World Info for a story of one message, and the
+    turn's regex search (its refusals)."""
+    books, patterns = loading.books_for(campaign.pk)
+    search = loading.TurnRegex(patterns)
+    inputs = Inputs(entries=books.entries, books=books.settings, messages=(Message("Mara", text),),
+                    chat_length=1, budget_tokens=8192, seed="test")
+    return evaluate(inputs, count=count_tokens, regex_search=search), search
+
+
+def activated(campaign, text) -> set[str]:
+    return {d.entry for d in ask(campaign, text)[0].activated}
 
 
 def test_the_compile_bomb_file_is_refused_at_import_naming_the_key_and_why(campaign, compiles):
@@ -125,11 +137,13 @@ def test_the_editor_refuses_an_entry_that_takes_its_book_past_the_limit(reader, 
 def test_a_stored_bomb_is_skipped_at_turn_time_with_its_reason_in_the_decisions(campaign, book, compiles):
     LoreEntry.objects.filter(source=book, position=1).update(regex_keys=[BOMB.format(n=i) for i in range(4)])
     started = time.perf_counter()
-    result = ask(campaign, "The quay is quiet. " + "a" * 300)
+    result, search = ask(campaign, "The quay is quiet. " + "a" * 300)
     assert time.perf_counter() - started < 1.0
     assert compiles == ["lamp ?oil"]  # the other entry's key; no bomb
-    [rejection] = [r for r in result.rejections if r.heading_path == "Entry 1"]
-    assert "its regex keys are not used: the pattern /(?#0)" in rejection.why and "repeats too much" in rejection.why
+    [skipped] = [d for d in result.skipped if d.entry == "Entry 1"]
+    assert skipped.how == "no_key" and "not tried" in skipped.reason
+    assert search.notes()[0].startswith("A regex key is not used: the pattern /(?#0)")
+    assert "repeats too much" in search.notes()[0]
 
 
 @override_settings(KNOWLEDGE_REGEX_KEYS_PER_BOOK=1000, KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN=1000)
@@ -140,22 +154,22 @@ def test_a_campaigns_regex_keys_are_compiled_once_across_turns_and_freed_with_it
     # The first turns compile what their deadline allows, in the book's
     # order; every later turn reuses them and compiles only the rest.
     for _ in range(10):
-        assert "Entry 0" in {c.heading_path for c in ask(campaign, "The lanterns swing.").candidates}
+        assert "Entry 0" in activated(campaign, "The lanterns swing.")
         if len(compiles) == 600:
             break
     ask(campaign, "Two lanterns swing.")
     assert len(compiles) == len(set(compiles)) == 600
-    [(_, _, table)] = keyindex._key_cache.values()
+    [(_, _, table)] = loading._cache.values()
     assert table.compiles == 600
     freed = weakref.ref(table)
     entry = source.entries.get(position=0)
     services.entry_update(entry=entry, title="Lamps", keys="/lamps?/i", text="Lamps.", enabled=True)
     services.source_index_now(KnowledgeSource.objects.get(pk=source.pk))
     del table
-    assert "Lamps" in {c.heading_path for c in ask(campaign, "The lamps swing.").candidates}
+    assert "Lamps" in activated(campaign, "The lamps swing.")
     # The new index keeps the 599 keys the book still has and compiles the one it gained.
     assert compiles[600:] == ["lamps?"]
-    [(_, _, table)] = keyindex._key_cache.values()
+    [(_, _, table)] = loading._cache.values()
     assert (table.held, table.compiles) == (600, 1)
     gc.collect()
     assert freed() is None

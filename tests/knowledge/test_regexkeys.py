@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from knowledge import keys, regexkeys
-from knowledge.keys import EntryKeys
+from knowledge import regexkeys
+from knowledge.keys import REFUSALS_REPORTED
 from knowledge.regexkeys import OUT_OF_TIME, Patterns
+from knowledge.worldinfo.loading import TurnRegex
 
 #: The probe's compile bomb: compiled, about 270 MB and 0.4-6 s each.
 BOMB = "/(?#{n})(?:(?:(?:a{{100}}){{100}}){{100}})/"
@@ -58,45 +59,49 @@ def test_keys_too_long_or_in_verbose_mode_are_refused(key, words):
 
 
 def test_a_turn_with_compile_bombs_ends_well_under_a_second_and_says_why(compiles):
-    entries = [EntryKeys(entry_id=i, regex_keys=(BOMB.format(n=i),)) for i in range(4)]
+    search = TurnRegex(Patterns())
     started = time.perf_counter()
-    found = keys.match(entries, "a" * 2000, frozenset())
+    answers = [search(BOMB.format(n=i), "a" * 2000) for i in range(4)]
     assert time.perf_counter() - started < 0.2
-    assert compiles == []
-    assert set(found) == {0, 1, 2, 3}
-    assert all(not m.admitted and "repeats too much" in m.why for m in found.values())
+    assert compiles == [] and answers == [None] * 4
+    assert len(search.refused) == 4 and all("repeats too much" in why for why in search.refused.values())
 
 
-def test_a_turn_reports_only_the_first_few_refused_entries():
-    entries = [EntryKeys(entry_id=i, regex_keys=(BOMB.format(n=i),)) for i in range(30)]
-    assert len(keys.match(entries, SCENE, frozenset())) == keys.REFUSALS_REPORTED
+def test_a_turn_reports_only_the_first_few_refused_keys():
+    search = TurnRegex(Patterns())
+    for i in range(30):
+        search(BOMB.format(n=i), SCENE)
+    assert len(search.notes()) == REFUSALS_REPORTED
 
 
 def test_a_campaigns_table_compiles_each_key_once_across_turns(compiles):
     table = Patterns(max_keys=100)
-    entries = [EntryKeys(entry_id=i, regex_keys=(f"/(?#{i})lanterns?/i",)) for i in range(50)]
-    first = keys.match(entries, SCENE, frozenset(), table)
+    keys = [f"/(?#{i})lanterns?/i" for i in range(50)]
+    first = [TurnRegex(table)(key, SCENE) for key in keys]
     assert len(compiles) == 50 and table.compiles == 50
-    second = keys.match(entries, SCENE, frozenset(), table)
+    second = [TurnRegex(table)(key, SCENE) for key in keys]
     assert len(compiles) == 50
-    assert first == second and all(m.admitted for m in second.values()) and len(second) == 50
+    assert first == second == [True] * 50
 
 
 def test_past_the_campaigns_limit_keys_are_refused_uncompiled(compiles):
-    table = Patterns(max_keys=3)
-    entries = [EntryKeys(entry_id=i, regex_keys=(f"/(?#{i})lanterns?/",)) for i in range(5)]
-    found = keys.match(entries, SCENE, frozenset(), table)
-    assert len(compiles) == 3
-    assert sum(m.admitted for m in found.values()) == 3
-    assert ["past the 3 regex keys" in m.why for m in found.values() if not m.admitted] == [True, True]
+    search = TurnRegex(Patterns(max_keys=3))
+    answers = [search(f"/(?#{i})lanterns?/", SCENE) for i in range(5)]
+    assert len(compiles) == 3 and answers == [True, True, True, None, None]
+    assert all("past the 3 regex keys" in why for why in search.refused.values()) and len(search.refused) == 2
 
 
 def test_past_the_campaigns_unrolled_size_keys_are_refused():
-    table = Patterns(max_size=1500)
-    entries = [EntryKeys(entry_id=i, regex_keys=(f"/(?#{i})x{{0,600}}lanterns/",)) for i in range(3)]
-    found = keys.match(entries, SCENE, frozenset(), table)
-    assert [m.admitted for m in found.values()] == [True, True, False]
-    assert "past 1,500 unrolled copies" in found[2].why
+    search = TurnRegex(Patterns(max_size=1500))
+    answers = [search(f"/(?#{i})x{{0,600}}lanterns/", SCENE) for i in range(3)]
+    assert answers == [True, True, None]
+    assert "past 1,500 unrolled copies" in search.refused["/(?#2)x{0,600}lanterns/"]
+
+
+def test_once_the_turns_time_is_spent_no_key_is_tried_and_none_is_refused(compiles):
+    search = TurnRegex(Patterns(), budget=0)
+    assert search("/lanterns/", SCENE) is None
+    assert compiles == [] and search.refused == {}
 
 
 def test_the_deadline_is_checked_before_a_compile_and_an_untried_key_says_nothing(compiles):
@@ -120,18 +125,7 @@ def test_the_deadline_is_checked_before_a_compile_and_an_untried_key_says_nothin
     ],
 )
 def test_ordinary_regex_keys_and_their_flags_match_as_before(pattern, text, admits):
-    found = keys.match([EntryKeys(entry_id=1, regex_keys=(pattern,))], text, frozenset()).get(1)
-    assert bool(found and found.admitted) is admits
-
-
-@pytest.mark.parametrize(
-    ("text", "admits"),
-    [("Rose's garden", True), ("Roses bloom", False), ("a rose", False), ("_Rose", False), ("(Rose)", True)],
-)
-def test_a_case_sensitive_key_is_a_whole_word_found_without_compiling(compiles, text, admits):
-    found = keys.match([EntryKeys(entry_id=1, keys=("Rose",), case_sensitive=True)], text, frozenset()).get(1)
-    assert bool(found and found.admitted) is admits
-    assert compiles == []
+    assert TurnRegex(Patterns())(pattern, text) is admits
 
 
 def test_a_new_table_adopts_the_compiled_keys_still_wanted_within_its_limits(compiles):

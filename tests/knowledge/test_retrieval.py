@@ -210,3 +210,22 @@ def test_a_hidden_file_is_not_admitted_by_cosine_carried_by_standing_names(fanta
     result = ask(fantasy, "Mara buys bread and counts her coins.", "Aldric the harbourmaster shrugs at Mara.")
     assert result.semantic_used
     assert "hidden-key.md" not in files(result)
+
+
+def test_a_lorebook_passage_the_semantic_path_admits_goes_to_world_info_never_to_the_passages(
+    embedded_campaign, calibrated
+):
+    harbour = {"uid": 0, "comment": "The harbour", "key": ["zzyzx"], "vectorized": True,
+               "content": "Westhaven harbour shelters the salt fleet behind a granite breakwater. Smugglers bribe "
+                          "the lantern wardens at the sea gate, and the quay is watched day and night. "
+                          # Long enough for meaning alone: a passage under knowledge.hubs.SHORT_TOKENS is a hub.
+                          "Merchants haggle over salt and rope on the quay while the harbour wardens count "
+                          "the ships that come in past the breakwater with the evening tide."}
+    book = json.dumps({"entries": {"0": harbour}}).encode()
+    [source] = services.sources_import(campaign=embedded_campaign, files=[("harbour.json", book)], enqueue=False).created
+    services.source_index_now(source)
+    result = ask(embedded_campaign, "Mara haggles with the smugglers on the quay of Westhaven harbour.")
+    [chunk] = source.chunks.values_list("pk", flat=True)
+    assert result.semantic_used
+    assert chunk in result.lore_by_meaning
+    assert not result.candidates and not any(r.title == source.title for r in result.rejections)

@@ -21,8 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--player-text", default="", help="A reader's action to build the turn for.")
         parser.add_argument("--budget", type=int, help="Context token budget for this run.")
         parser.add_argument("--json", action="store_true", help=(
-            "Print the whole report as JSON; its summary, memories and state are what the turn would use, "
-            "and state_events what the last narration applied and refused."
+            "Print the whole report as JSON; its summary, memories, state and world_info are what the turn "
+            "would use, and state_events what the last narration applied and refused."
         ))
 
     def handle(self, *args, campaign, player_text, budget, **options):
@@ -52,6 +52,12 @@ class Command(BaseCommand):
             f"{tokens['total']:>7}  total of a {tokens['budget']}-token budget, "
             f"{tokens['output_reserve']} reserved for the reply"
         )
+        lore = built.report["world_info"]
+        if lore["activated"] or lore["skipped"]:
+            self.stdout.write(
+                f"World Info: {len(lore['activated'])} of {len(lore['activated']) + len(lore['skipped'])} entries "
+                f"activated, {lore['used']} of its {lore['budget']}-token budget. {lore['rule']}"
+            )
 
 
 def _previous_state_events(campaign: Campaign, head: Action | None):
