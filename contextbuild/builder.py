@@ -356,22 +356,25 @@ def _report(
             "anchor": history.actions[0].id if history.actions else None,
             "anchor_kept": history.anchor_kept,
         },
-        "settings": {
-            "model": settings.model,
-            "api_mode": settings.api_mode,
-            "temperature": settings.temperature,
-            "max_output_tokens": settings.max_output_tokens,
-            "configured_max_output_tokens": settings.configured_max_output_tokens or settings.max_output_tokens,
-            "context_token_budget": settings.context_token_budget,
-            "compact_rules": smallwindow.is_small(priced.budget),
-        },
+        "settings": _settings_record(settings, small=smallwindow.is_small(priced.budget)),
         "window_advice": smallwindow.advice(
-            prompt=total, story=history.spent,
-            story_total=len(parts.past), story_kept=len(history.actions),
+            prompt=total, story=history.spent, story_total=len(parts.past), story_kept=len(history.actions),
             reply=settings.max_output_tokens,
-            configured_reply=settings.configured_max_output_tokens or settings.max_output_tokens,
-            lore=knowledge.spent,
+            configured_reply=settings.configured_max_output_tokens or settings.max_output_tokens, lore=knowledge.spent,
         ),
+    }
+
+
+def _settings_record(settings, *, small: bool) -> dict:
+    """The model settings the prompt was built for, as the inspector shows them."""
+    return {
+        "model": settings.model,
+        "api_mode": settings.api_mode,
+        "temperature": settings.temperature,
+        "max_output_tokens": settings.max_output_tokens,
+        "configured_max_output_tokens": settings.configured_max_output_tokens or settings.max_output_tokens,
+        "context_token_budget": settings.context_token_budget,
+        "compact_rules": small,
     }
 
 

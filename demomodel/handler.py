@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 from . import embedding, narration
-from .script import Step, step_from_directive
+from .script import Step, step_from_directive, template_refusal
 
 CHAT_MODEL = "demo-narrator"
 EMBED_MODEL = "demo-embed"
@@ -181,7 +181,7 @@ class DemoHandler(BaseHTTPRequestHandler):
         if extra:
             logged["extra"] = extra
         demo._record(logged)
-        refusal = _template_refusal(messages, demo.template_refuses)
+        refusal = template_refusal(messages, demo.template_refuses)
         if refusal:
             return self._send_error(400, refusal)
         summary = narration.is_summary_request(messages)
@@ -369,16 +369,6 @@ _ROUTES = {
     ("GET", "/_demo/requests"): DemoHandler._requests_get,
     ("DELETE", "/_demo/requests"): DemoHandler._requests_clear,
 }
-
-
-def _template_refusal(messages: list, refuses: set[str]) -> str:
-    """The error a chat template that refuses a role raises, in its words."""
-    roles = [m.get("role") for m in messages if isinstance(m, dict)]
-    if "system" in refuses and "system" in roles:
-        return "System role not supported"
-    if "alternate" in refuses and any(a == b for a, b in zip(roles, roles[1:])):
-        return "Conversation roles must alternate user/assistant/user/assistant/..."
-    return ""
 
 
 #: Chat request fields every client sends; the rest is logged as `extra`.

@@ -96,3 +96,13 @@ def step_from_directive(text: str) -> Step | None:
     except ValueError:
         return None
     return None
+
+
+def template_refusal(messages: list, refuses: set[str]) -> str:
+    """The error a chat template that refuses a role raises, in its words."""
+    roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    if "system" in refuses and "system" in roles:
+        return "System role not supported"
+    if "alternate" in refuses and any(a == b for a, b in zip(roles, roles[1:])):
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    return ""
