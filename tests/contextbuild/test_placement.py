@@ -109,8 +109,10 @@ def test_completions_mode_renders_the_insertions_too():
     settings = ModelSettings(model="m", api_mode="completions")
     context = built(Insertion(AT_DEPTH, "Depth lore.", depth=1, entries=("1:1",)),
                     Insertion(BEFORE, "Before lore.", entries=("1:2",)), settings=settings)
-    assert "System: " in context.prompt_text and "Depth lore." in context.prompt_text
-    assert context.prompt_text.index("Before lore.") < context.prompt_text.index("Depth lore.")
+    text = context.prompt_text
+    assert "Depth lore." in text and text.index("Before lore.") < text.index("Depth lore.")
+    # Depth 1: before the last message, the reader's turn, which the prompt still ends on.
+    assert text.index("Depth lore.") < text.rindex("Reader: ") and text.endswith("Narrator:")
 
 
 def test_the_report_carries_every_decision_with_its_source_title_and_position_word():
