@@ -87,22 +87,47 @@ def render(messages: list[dict], name: str, *, continue_last: bool = False) -> s
     message, then user and assistant turns; system messages later on are
     instructions placed in the story, World Info at a depth) in the named
     template, ending on the assistant's prefix, or, with `continue_last`, on
-    the last message's own text (it must be the assistant's)."""
+    the last message's own text (it must be the assistant's).
+
+    One pass over the conversation as it is, which is what nearly every
+    turn sends; a conversation the format cannot carry as it is (a system
+    message later on where the format has none, two turns of one role) is
+    folded first (`_carried`)."""
     chosen = template(name)
-    turns = _carried(messages, chosen)
+    affixes = _affix_table(chosen)
+    folding, strip = chosen.system is None, chosen.strip
+    parts = [chosen.bos]
+    previous, start = None, 0
+    if folding and len(messages) > 1 and messages[0]["role"] == SYSTEM and messages[1]["role"] == USER:
+        # The usual shape: one system message, then the story.
+        first = _with_system([messages[0]["content"]], messages[1]["content"], chosen, opening=True)
+        prefix, suffix = affixes[USER]
+        parts += (prefix, first.strip() if strip else first, suffix)
+        previous, start = USER, 2
+    for message in messages[start:]:
+        role = message["role"]
+        if (role == previous and role != SYSTEM) or (folding and role == SYSTEM):
+            return _rendered(_carried(messages, chosen), chosen, continue_last)
+        prefix, suffix = affixes[role]
+        content = message["content"]
+        parts += (prefix, content.strip() if strip else content, suffix)
+        previous = role
+    return _ended(parts, chosen, previous, continue_last)
+
+
+def _rendered(turns: list[tuple[str, str]], chosen: Template, continue_last: bool) -> str:
     affixes = _affix_table(chosen)
     parts = [chosen.bos]
-    if chosen.strip:
-        for role, content in turns:
-            prefix, suffix = affixes[role]
-            parts += (prefix, content.strip(), suffix)
-    else:
-        for role, content in turns:
-            prefix, suffix = affixes[role]
-            parts += (prefix, content, suffix)
+    for role, content in turns:
+        prefix, suffix = affixes[role]
+        parts += (prefix, content.strip() if chosen.strip else content, suffix)
+    return _ended(parts, chosen, turns[-1][0] if turns else None, continue_last)
+
+
+def _ended(parts: list[str], chosen: Template, last_role: str | None, continue_last: bool) -> str:
     if not continue_last:
         parts.append(chosen.generation_prompt)
-    elif not turns or turns[-1][0] != ASSISTANT:
+    elif last_role != ASSISTANT:
         raise ValueError("continue_last needs the conversation to end on the narrator's turn")
     else:
         parts.pop()  # the last narration goes on: no end of turn after it
@@ -121,17 +146,8 @@ def _carried(messages: list[dict], chosen: Template) -> list[tuple[str, str]]:
     two turns of one role that end up adjacent are joined, since these
     formats alternate."""
     turns = [(m["role"], m["content"]) for m in messages]
-    roles = [role for role, _ in turns]
-    if chosen.system is None and SYSTEM in roles:
-        if roles[0] == SYSTEM and roles[1:2] == [USER] and SYSTEM not in roles[1:]:
-            # The usual shape: one system message, then the story.
-            turns[0:2] = [(USER, _with_system([turns[0][1]], turns[1][1], chosen, opening=True))]
-            roles[0:2] = [USER]
-        else:
-            turns = _fold_system(turns, chosen)
-            roles = [role for role, _ in turns]
-    if all(a != b or a == SYSTEM for a, b in zip(roles, roles[1:])):
-        return turns
+    if chosen.system is None:
+        turns = _fold_system(turns, chosen)
     joined: list[tuple[str, str]] = []
     for role, content in turns:
         if joined and joined[-1][0] == role and role != SYSTEM:
