@@ -116,6 +116,18 @@ def title_for(comment, keys, uid) -> str:
     return comment or first_key or f"Entry {uid}"
 
 
+#: The entry fields the World Info engine applies (knowledge.worldinfo.fields
+#: reads them, by these names, for every format), so an import report never
+#: lists them as kept but unused.
+APPLIED_FIELDS = frozenset({
+    "order", "insertion_order", "insertorder", "priority", "budgetPriority", "contextConfig", "position", "depth",
+    "role", "probability", "useProbability", "group", "groupOverride", "groupWeight", "useGroupScoring", "sticky",
+    "cooldown", "delay", "scanDepth", "caseSensitive", "matchWholeWords", "excludeRecursion", "preventRecursion",
+    "delayUntilRecursion", "ignoreBudget", "vectorized", "selective", "selectiveLogic", "characterFilter",
+    "triggers", "matchPersonaDescription", "matchCharacterDescription", "matchCharacterPersonality",
+    "matchCharacterDepthPrompt", "matchScenario", "matchCreatorNotes", "match",
+})
+
 _OWN_FIELDS = ("key", "keysecondary", "content", "constant", "disable", "enabled")
 
 

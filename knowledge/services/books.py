@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from ..lorebooks import Lorebook
+from ..lorebooks.sillytavern import APPLIED_FIELDS
 from ..lorebooks.stored import compact
 from ..models import LoreEntry
 
@@ -25,11 +26,10 @@ from ..models import LoreEntry
 #: applies (knowledge.keys), the title it read, and the readable labels the
 #: importers add beside numbered settings: every other extra is the file's
 #: own, kept and shown as unused.
-USED_EXTRAS = frozenset({
-    "uid", "selective", "selectiveLogic", "caseSensitive", "matchWholeWords", "displayIndex", "comment",
-    "defaulted", "position_name", "selectiveLogic_name", "role_name", "categoryName", "folderName", "match",
-    "keysecondary_regex", "regex_from_use_regex",
-})
+USED_EXTRAS = APPLIED_FIELDS | {
+    "uid", "displayIndex", "comment", "defaulted", "position_name", "selectiveLogic_name", "role_name",
+    "categoryName", "folderName", "keysecondary_regex", "regex_from_use_regex",
+}
 
 
 def render(entries) -> str:

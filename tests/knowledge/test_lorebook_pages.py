@@ -44,7 +44,7 @@ def test_an_upload_of_lorebooks_reports_each_format_entries_and_kept_fields(
     body = reader.get(reverse("library", kwargs={"pk": campaign.pk})).content.decode()
     assert "SillyTavern World Info, 6 entries, 1 disabled, 1 always included" in body
     assert "NovelAI lorebook v5" in body and "KoboldAI world info" in body
-    assert "Kept but not used" in body and "probability" in body
+    assert "Kept but not used" in body and "scan_depth" in body and "probability" not in body.split("Kept but not used")[1][:400]
     sources = KnowledgeSource.objects.filter(campaign=campaign)
     assert {s.classification for s in sources} == {"canon"}
     assert {s.index_state for s in sources} == {"ready"}
