@@ -14,7 +14,7 @@ it; an entry some tools write with `constant: true` is constant.
 
 from __future__ import annotations
 
-from .entries import Entry, Lorebook, LorebookError, kind_of, key_line, split_keys
+from .entries import Entry, Lorebook, LorebookError, kind_of, key_line, split_keys, strict_flag
 
 FORMAT = "Agnai memory book"
 
@@ -71,19 +71,10 @@ def _entry(raw, index: int) -> Entry:
         text=text,
         keys=plain,
         regex_keys=patterns,
-        enabled=_flag(raw, "enabled", True, label),
-        constant=_flag(raw, "constant", False, label),
+        enabled=strict_flag(raw, "enabled", default=True, format_name=FORMAT, entry=label),
+        constant=strict_flag(raw, "constant", format_name=FORMAT, entry=label),
         extras=extras,
     )
-
-
-def _flag(raw: dict, field: str, default: bool, label) -> bool:
-    value = raw.get(field, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise LorebookError(FORMAT, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
-    return value
 
 
 def _sillytavern_fields(raw: dict, title: str) -> dict:

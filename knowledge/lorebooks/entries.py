@@ -140,6 +140,17 @@ def compiles_as_pattern(key: str) -> bool:
     return True
 
 
+def strict_flag(raw: dict, field: str, *, default: bool = False, format_name: str, entry) -> bool:
+    """A boolean field of a format that writes only true or false (NovelAI,
+    Agnai, KoboldAI): missing or null is the default, anything else a fault."""
+    value = raw.get(field, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise LorebookError(format_name, f"{field} must be true or false, found {kind_of(value)}", entry=entry, field=field)
+    return value
+
+
 def kind_of(value) -> str:
     """A JSON value's kind in a reader's words, for refusals ("found a list")."""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(

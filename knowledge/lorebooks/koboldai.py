@@ -28,7 +28,7 @@ records `match: "substring"`.
 
 from __future__ import annotations
 
-from .entries import Entry, Lorebook, LorebookError, kind_of
+from .entries import Entry, Lorebook, LorebookError, kind_of, strict_flag
 
 FORMAT = "KoboldAI world info"
 # The title United gives an entry it creates empty.
@@ -137,12 +137,12 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     if not keys and not text.strip() and (label if isinstance(label, str) else "") in ("", PLACEHOLDER_TITLE):
         return None
 
-    constant = _flag(raw, "constant", format_name, label)
+    constant = strict_flag(raw, "constant", format_name=format_name, entry=label)
     # United's loader makes "constant" and "commentator" entries constant whatever their flag says.
     if raw.get("type") in ("constant", "commentator"):
         constant = True
     # KoboldAI Lite switches an entry off with `widisabled`; the others have no such flag.
-    enabled = not _flag(raw, "widisabled", format_name, label)
+    enabled = not strict_flag(raw, "widisabled", format_name=format_name, entry=label)
 
     extras = {field: value for field, value in raw.items() if field not in _USED | {"title", "comment"}}
     if isinstance(raw.get("comment"), str) and raw.get("title"):
@@ -155,15 +155,6 @@ def _entry(raw, index, folders: dict, format_name: str) -> Entry | None:
     return Entry(
         title=title, text=text, keys=keys, secondary_keys=secondary, enabled=enabled, constant=constant, extras=extras
     )
-
-
-def _flag(raw: dict, field: str, format_name: str, label) -> bool:
-    value = raw.get(field, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise LorebookError(format_name, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
-    return value
 
 
 def _keys(raw, format_name: str, label, field: str) -> tuple[str, ...]:

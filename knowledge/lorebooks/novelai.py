@@ -28,7 +28,7 @@ import base64
 import binascii
 import json
 
-from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys
+from .entries import Entry, Lorebook, LorebookError, kind_of, split_keys, strict_flag
 
 FORMAT = "NovelAI lorebook"
 
@@ -201,19 +201,10 @@ def _entry(raw, index: int, categories: dict) -> Entry | None:
         text=text,
         keys=plain,
         regex_keys=patterns,
-        enabled=_flag(raw, "enabled", True, label),
-        constant=_flag(raw, "forceActivation", False, label),
+        enabled=strict_flag(raw, "enabled", default=True, format_name=FORMAT, entry=label),
+        constant=strict_flag(raw, "forceActivation", format_name=FORMAT, entry=label),
         extras=extras,
     )
-
-
-def _flag(raw: dict, field: str, default: bool, label) -> bool:
-    value = raw.get(field, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise LorebookError(FORMAT, f"{field} must be true or false, found {kind_of(value)}", entry=label, field=field)
-    return value
 
 
 def _sillytavern_fields(raw: dict, display: str) -> dict:
