@@ -32,6 +32,8 @@ LIBRARY = "knowledge/library.html"
 
 
 def _campaign_for(request: HttpRequest, pk: int) -> Campaign:
+    """The library is the game master's alone: to the story's players and
+    watchers, as to everyone else, it answers as missing."""
     return get_object_or_404(Campaign.objects.of_reader(request.user), pk=pk)
 
 

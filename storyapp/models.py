@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from endpoints.models import EndpointProfile
 from lifecycle.queryset import LifecycleQuerySet, Vocabulary
@@ -7,9 +8,14 @@ from lifecycle.queryset import LifecycleQuerySet, Vocabulary
 
 class CampaignQuerySet(models.QuerySet):
     def of_reader(self, reader) -> "CampaignQuerySet":
-        """The reader's own campaigns: the one filter every page that takes a
-        campaign id goes through, so another reader's id answers as missing."""
+        """The reader's own campaigns (the library's filter: only the game master
+        sees it), so another reader's id answers as missing."""
         return self.filter(owner=reader)
+
+    def of_member(self, reader) -> "CampaignQuerySet":
+        """The campaigns the reader may open: their own (as game master) and
+        those shared with them. Everyone else's still answer as missing."""
+        return self.filter(Q(owner=reader) | Q(memberships__user=reader)).distinct()
 
 
 class Campaign(models.Model):
@@ -54,6 +60,20 @@ class Campaign(models.Model):
 
     objects = CampaignQuerySet.as_manager()
 
+    class TurnMode(models.TextChoices):
+        FREE = "free", "Free: anyone acts, each action narrated in turn"
+        ROUNDS = "rounds", "Rounds: every seat acts, then one narration"
+        TURNS = "turns", "Turns: seats act in order"
+
+    #: How a shared story takes its players' actions (storyapp.turnorder).
+    turn_mode = models.CharField(max_length=10, choices=TurnMode.choices, default=TurnMode.FREE)
+    #: Seconds a round (rounds) or a seat's turn (turns) may last; 0: no timer.
+    turn_seconds = models.PositiveIntegerField(default=0)
+    #: Whether the game master reads each narration before the players do.
+    review = models.BooleanField(default=False)
+    #: The game master's direction to the narrator, seen by no player.
+    director_note = models.TextField(blank=True)
+
     class Meta:
         ordering = ["-updated"]
 
@@ -73,6 +93,32 @@ class Campaign(models.Model):
     def forbidden_status_changes(self) -> list[dict]:
         changes = (self.canon or {}).get("forbidden_status_changes") or []
         return [c for c in changes if isinstance(c, dict) and c.get("from") and c.get("to")]
+
+
+class Membership(models.Model):
+    """A reader in someone else's campaign. The owner is its game master and
+    holds no membership; a player takes a seat (a character), a watcher
+    only reads along."""
+
+    class Role(models.TextChoices):
+        PLAYER = "player", "Player"
+        WATCHER = "watcher", "Watcher"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    seat_name = models.CharField(max_length=100, blank=True)
+    seat_description = models.TextField(blank=True)
+    joined = models.DateTimeField(auto_now_add=True)
+    #: When the member's page last followed the story (presence).
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["joined", "id"]
+        constraints = [models.UniqueConstraint(fields=["campaign", "user"], name="one_membership_per_reader")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.campaign} ({self.role})"
 
 
 class ActionQuerySet(LifecycleQuerySet):
@@ -136,6 +182,13 @@ class Action(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True)
     #: Workers that have claimed this narration.
     attempts = models.PositiveSmallIntegerField(default=0)
+    #: Who sent a player action, and the seat it was sent from: the seat's
+    #: name is kept on the action, so attribution outlives the membership
+    #: and travels in bundles, which carry seats, not accounts.
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seat_name = models.CharField(max_length=100, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     #: A narration whose worker has not touched it for lifecycle.policy's

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.utils.text import slugify
 
 from .. import storyexport
-from ..access import campaign_for
+from ..access import campaign_for, place_for
 from ..bundle.export import export
 from ..models import Campaign
 
@@ -30,8 +30,9 @@ def _file_stem(campaign: Campaign) -> str:
 
 @login_required
 def story_export(request: HttpRequest, pk: int, *, as_html: bool) -> HttpResponse:
-    """The story being read, as Markdown or as a page to print; `?reader=0` leaves the reader's turns out."""
-    campaign = campaign_for(request, pk)
+    """The story being read, as Markdown or as a page to print, for any
+    member; `?reader=0` leaves the readers' turns out."""
+    campaign = place_for(request, pk).campaign
     with_reader = request.GET.get("reader", "1") != "0"
     if as_html:
         return render(request, "storyapp/story_export.html", {

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import services
-from ..access import campaign_for
+from ..access import campaign_for, place_for
 from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Campaign
 from .playpage import head_of, state_panel, story_context
@@ -57,12 +57,13 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
     correction, which the next turn reads. Without JavaScript, a save
     redirects to the page and a refusal shows the whole page again with the
     reader's text kept."""
-    campaign = campaign_for(request, pk)
     if request.method == "GET":
+        campaign = place_for(request, pk).campaign
         if not request.htmx:
             return redirect(reverse("campaign_play", args=[pk]) + "#state-panel")
         context = {"campaign": campaign, **state_panel(campaign, head_of(campaign))}
         return render(request, "storyapp/play.html#state", context)
+    campaign = campaign_for(request, pk)
     form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)))
     saved = form.is_valid() and _state_saved(campaign, form)
     if saved and not request.htmx:

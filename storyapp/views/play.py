@@ -13,7 +13,7 @@ from django_htmx.http import trigger_client_event
 import quotas
 
 from .. import lineage, selectors, services
-from ..access import action_for, campaign_for
+from ..access import action_for, actor_for, campaign_for, place_for, readable_action
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign
 from .params import number_param
@@ -25,8 +25,9 @@ RESTORED_TURN_KEY = "loremaster.restored_turn"
 
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_for(request, pk)
-    context = story_context(campaign)
+    place = place_for(request, pk)
+    context = story_context(place.campaign)
+    context["place"] = place
     context["turn_form"] = TurnForm()
     context["turn_text"] = request.session.pop(RESTORED_TURN_KEY, "")
     template = "storyapp/play.html"
@@ -38,8 +39,9 @@ def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     """An earlier page of the lineage, for long stories (the page shows the newest only)."""
-    campaign = campaign_for(request, pk)
-    before = action_for(request, pk, number_param(request.GET.get("before")))
+    place = place_for(request, pk)
+    campaign = place.campaign
+    before = readable_action(place, number_param(request.GET.get("before")))
     if not lineage.contains(campaign.pk, campaign.head_id, before):
         raise Http404("That action is not in the story being read.")
     actions = lineage.window(campaign.pk, before.parent_id, STORY_PAGE)
@@ -73,7 +75,8 @@ def _story_response(
 @login_required
 @require_POST
 def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
-    campaign = campaign_for(request, pk)
+    place = actor_for(request, pk)
+    campaign = place.campaign
     form = TurnForm(request.POST)
     typed = request.POST.get("text", "")
     if not form.is_valid():
@@ -161,7 +164,7 @@ def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
 @login_required
 def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     """One action, as the story shows it: what a finished stream swaps in."""
-    action = action_for(request, pk, action_id)
+    action = readable_action(place_for(request, pk), action_id)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
     return render(request, "storyapp/play.html#action", {

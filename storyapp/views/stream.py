@@ -15,7 +15,7 @@ from django.utils.html import escape
 
 from lifecycle import workers
 
-from ..models import Action
+from ..models import Action, Campaign
 from .params import number_param
 
 STREAM_POLL_SECONDS = 0.2
@@ -63,7 +63,9 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
     coroutine, not a web worker.
     """
     user = await request.auser()
-    owned = Action.objects.filter(pk=action_id, campaign_id=pk, campaign__owner=user)
+    # Any member follows a narration; the same filter as access.place_for.
+    campaign = Campaign.objects.of_member(user).filter(pk=pk)
+    owned = Action.objects.filter(pk=action_id, campaign_id=pk, campaign__in=campaign)
     if not await owned.aexists():
         raise Http404("No such narration.")
     offset = number_param(request.headers.get("Last-Event-ID") or request.GET.get("offset"))

@@ -302,12 +302,18 @@ def play_here(django_capture_on_commit_callbacks):
     return lambda campaign, text: play(campaign, text, django_capture_on_commit_callbacks)
 
 
+#: The web server's turn rate here: a 135M model on a fast machine narrates
+#: a turn in under two seconds, so the long story would meet the reader's
+#: rate (30 a minute, tests/storyapp/test_quotas.py) instead of its window.
+STACK_ENV = {"LOREMASTER_TURNS_PER_MINUTE": "1000"}
+
+
 @pytest.fixture
 def stack():
     """uvicorn and a Celery worker as separate processes, from an empty queue."""
     with celery_app.connection_for_write() as conn:
         conn.default_channel.queue_purge("celery")
-    with live.web_server() as base, live.worker():
+    with live.web_server(env=STACK_ENV) as base, live.worker():
         yield base
 
 
