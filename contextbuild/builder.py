@@ -46,7 +46,7 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from . import inject, instruct, placement, rules, smallwindow
+from . import inject, instruct, placement, rules, secrets, smallwindow
 from .history import History, fit_history, history_sections
 from .layout import SYSTEM, conversation, render_transcript
 from .lengths import length_hint
@@ -207,6 +207,7 @@ class _Parts:
     opening: Section
     recalled: tuple[Memory, ...]
     past: tuple[HistoryAction, ...]
+    secrets: secrets.Placed = secrets.Placed()
 
     @property
     def last(self) -> Section:
@@ -224,6 +225,7 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placeme
                      budget: int) -> _Parts:
     campaign, settings = inputs.campaign, inputs.settings
     small = smallwindow.is_small(budget)
+    known_only = secrets.place(inputs.secrets, budget=budget)
     system = _present(
         placed.before,
         _section("narrator", campaign.narrator_prompt.strip()
@@ -234,6 +236,7 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placeme
         _section("ai_instructions", campaign.ai_instructions.strip()),
         _section("persona", rules.render_persona(campaign.persona)),
         _section("plot_essentials", _headed("Plot essentials:", campaign.plot_essentials)),
+        *known_only.sections,
         placed.after,
         _section("length_hint", length_hint(settings.max_output_tokens, campaign.narration_length)),
         _section("state_reminder", rules.EMIT_REMINDER),
@@ -267,6 +270,7 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placeme
         opening=_section("opening_cue", rules.BEGIN_CUE),
         recalled=recalled,
         past=past,
+        secrets=known_only,
     )
 
 
@@ -303,7 +307,8 @@ def _report(
     )
     return {
         "sections": [
-            {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens}
+            {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens,
+             **({"audience": s.audience} if s.audience else {})}
             for block, sections in (
                 ("system", parts.system),
                 ("history", history_sections(history.actions)),
@@ -346,7 +351,8 @@ def _report(
         # The narrative state as sent: what the narrator was told is true.
         "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
         "knowledge": inject.report(knowledge),
-        "world_info": placement.report(inputs.world_info, inputs.world_info_titles),
+        "world_info": placement.report(inputs.world_info, inputs.world_info_titles, hidden=inputs.world_info_hidden),
+        "secrets": secrets.report(parts.secrets),
         "history": {
             "included": len(history.actions) + (1 if parts.player is not None else 0),
             "total": inputs.history_total,

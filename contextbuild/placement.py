@@ -136,7 +136,7 @@ def insert_at_depth(messages: list[dict], placed: Placed) -> list[dict]:
     return story
 
 
-def _item(decision: Decision, titles: dict[str, str]) -> dict:
+def _item(decision: Decision, titles: dict[str, str], hidden: frozenset[str]) -> dict:
     item = {
         "entry": decision.entry,
         "source": titles.get(decision.book, decision.book),
@@ -149,20 +149,22 @@ def _item(decision: Decision, titles: dict[str, str]) -> dict:
         "order": decision.order,
         "key": decision.key,
         "recursion_level": decision.recursion_level,
+        "narrator_only": decision.book in hidden,
     }
     if decision.until is not None:
         item["until"] = decision.until
     return item
 
 
-def report(result: Result | None, titles: dict[str, str]) -> dict:
+def report(result: Result | None, titles: dict[str, str], *, hidden: frozenset[str] = frozenset()) -> dict:
     """The snapshot's `world_info`: every decision with its reason, the
-    budget and what was used of it."""
+    budget and what was used of it; a decision on a `hidden` book's entry
+    is marked narrator-only, so a player's inspector leaves it out."""
     if result is None:
         return {"activated": [], "skipped": [], "budget": 0, "used": 0, "notes": [], "rule": BUDGET_RULE}
     return {
-        "activated": [_item(d, titles) for d in result.activated],
-        "skipped": [_item(d, titles) for d in result.skipped],
+        "activated": [_item(d, titles, hidden) for d in result.activated],
+        "skipped": [_item(d, titles, hidden) for d in result.skipped],
         "budget": result.budget,
         "used": result.used,
         "notes": list(result.notes),

@@ -228,11 +228,25 @@ class KnowledgeResult:
 
 @dataclass(frozen=True)
 class Section:
-    """A labelled piece of the prompt and its token cost, counted once."""
+    """A labelled piece of the prompt and its token cost, counted once.
+    `audience` is who besides the narrator may read it in the inspector:
+    everyone (""), the game master ("gm"), or one seat (its name)."""
 
     label: str
     text: str
     tokens: int
+    audience: str = ""
+
+
+@dataclass(frozen=True)
+class Secret:
+    """What one seat's character alone knows: a lore source or entry marked
+    for the seat, or the game master's whisper to it (`origin`)."""
+
+    seat: str
+    text: str
+    title: str = ""
+    origin: str = "lore"
 
 
 @dataclass(frozen=True)
@@ -271,3 +285,5 @@ class TurnInputs:
     world_info_titles: dict = field(default_factory=dict)
     #: The books whose entries are for the narrator only (hidden sources).
     world_info_hidden: frozenset = frozenset()
+    #: What each seat's character alone knows, newest whisper first.
+    secrets: tuple[Secret, ...] = ()

@@ -217,8 +217,10 @@ class SourceForm(forms.ModelForm):
 
     class Meta:
         model = KnowledgeSource
-        fields = ["title", "classification", "visibility", "always_include", "enabled"]
-        labels = {"always_include": "Always include", "visibility": "Visibility"}
+        fields = ["title", "classification", "visibility", "always_include", "enabled", "secret_seat"]
+        labels = {"always_include": "Always include", "visibility": "Visibility", "secret_seat": "Known only to"}
+        help_texts = {"secret_seat": "A seat's character name: only that player (and you) can see this source, "
+                                     "and the narrator is told it as that character's secret."}
 
 
 class LimitedUploadHandler(FileUploadHandler):

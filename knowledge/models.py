@@ -52,6 +52,10 @@ class KnowledgeSource(models.Model):
         max_length=12, choices=Classification.choices, default=Classification.REFERENCE
     )
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.VISIBLE)
+    #: A seat (a character's name) this source is known to alone: it is not
+    #: searched, the narrator is given it as that character's secret, and
+    #: only that seat's player (and the game master) sees it in the inspector.
+    secret_seat = models.CharField(max_length=100, blank=True)
     #: The lorebook format the file was read as ("SillyTavern World Info",
     #: "NovelAI lorebook v5", ...); empty for Markdown and text. A source with
     #: a format is indexed from its `entries`, one passage or more per entry.
@@ -124,6 +128,9 @@ class LoreEntry(models.Model):
     regex_keys = models.JSONField(default=list, blank=True)
     enabled = models.BooleanField(default=True)
     constant = models.BooleanField(default=False, help_text="Always included while the source is Canon.")
+    #: A seat this entry is known to alone (as KnowledgeSource.secret_seat):
+    #: World Info leaves it out; the narrator is given it as that seat's secret.
+    secret_seat = models.CharField(max_length=100, blank=True)
     extras = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Sum
 
+from contextbuild import records
 from endpoints import embeddings
 from storyapp.models import Campaign
 
@@ -108,6 +109,7 @@ def searchable_chunks(*, campaign_id: int, chunk_ids: Sequence[int]):
             source__campaign_id=campaign_id,
             source__enabled=True,
             source__index_state=Ready,
+            source__secret_seat="",
         )
         .select_related("source")
         .defer("source__content", "source__upload", "source__metadata", "search")
@@ -128,9 +130,30 @@ def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
         count=Count("pk"), ids=Sum("pk"), revisions=Sum("revision")
     )
+    # A seat's secret source is never searched: the narrator is given it
+    # whole as that seat's secret (seat_secrets).
     searchable = frozenset(
-        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready).values_list(
-            "pk", flat=True
-        )
+        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready, secret_seat="")
+        .values_list("pk", flat=True)
     )
     return (stamp["count"], stamp["ids"], stamp["revisions"]), searchable
+
+
+def seat_secrets(campaign_id: int) -> list[records.Secret]:
+    """What each seat alone knows from the library: every enabled source
+    marked for a seat (a lorebook's enabled entries, else its text), then
+    every enabled entry marked for a seat in a source that is not."""
+    found = []
+    for source in KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True).exclude(secret_seat=""):
+        if source.is_lorebook:
+            found += [
+                records.Secret(seat=source.secret_seat, title=title or source.title, text=text)
+                for title, text in source.entries.filter(enabled=True).values_list("title", "text")
+            ]
+        else:
+            found.append(records.Secret(seat=source.secret_seat, title=source.title, text=source.content))
+    entries = LoreEntry.objects.filter(
+        source__campaign_id=campaign_id, source__enabled=True, source__secret_seat="", enabled=True
+    ).exclude(secret_seat="").values_list("secret_seat", "title", "text")
+    found += [records.Secret(seat=seat, title=title, text=text) for seat, title, text in entries]
+    return [s for s in found if s.text.strip()]

@@ -364,6 +364,7 @@ def source_edit(request: HttpRequest, pk: int, source_id: int) -> HttpResponse:
         "visibility": request.POST.get("visibility", ""),
         "always_include": bool(request.POST.get("always_include")),
         "enabled": bool(request.POST.get("enabled")),
+        "secret_seat": request.POST.get("secret_seat", ""),
     } if error else None
     return _row_response(request, source, draft=draft, error=error)
 

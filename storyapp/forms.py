@@ -147,6 +147,17 @@ class ActionEditForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), max_length=20000)
 
 
+class WhisperForm(forms.Form):
+    """The game master's note to one seat (storyapp.models.Whisper)."""
+
+    seat_name = forms.ChoiceField(label="To")
+    text = forms.CharField(label="Whisper", max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, seats: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["seat_name"].choices = [(seat, seat) for seat in seats]
+
+
 class TurnForm(forms.Form):
     text = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}))
 

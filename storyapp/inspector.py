@@ -42,6 +42,7 @@ GROUPS = {
     "world_info_after": "knowledge",
     "world_info_an_top": "knowledge",
     "world_info_an_bottom": "knowledge",
+    "seat_secrets": "secrets",
 }
 
 
@@ -73,6 +74,7 @@ LABELS = {
     "world_info_after": "World Info: after the narrator's rules",
     "world_info_an_top": "World Info: top of the author's note",
     "world_info_an_bottom": "World Info: bottom of the author's note",
+    "seat_secrets": "Known only to one character",
     "reply reserve": "Reserved for the reply",
     "unused": "Unused",
 }
@@ -144,9 +146,11 @@ def _sections(report: dict) -> list[dict]:
                 merged["label"] = f"{label('history')} ({merged['count']} messages)"
                 continue
             section_id, text = "history", f"{speaker}: {text}"
+        audience = str(section.get("audience") or "")
         sections.append({
-            "id": section_id, "label": label(section_id), "block": block,
-            "tokens": _int(section.get("tokens")), "text": text, "count": 1,
+            "id": section_id, "block": block, "tokens": _int(section.get("tokens")), "text": text, "count": 1,
+            "label": f"Known only to {audience}" if section_id == "seat_secrets" and audience else label(section_id),
+            "audience": audience, "withheld": bool(section.get("withheld")),
         })
     # After merging: a merged history row holds narrator-only lore if any part does.
     for section in sections:

@@ -189,6 +189,14 @@ class Action(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     seat_name = models.CharField(max_length=100, blank=True)
+    #: A finished narration the players and watchers may not read yet: the
+    #: campaign is under review and its game master has not approved it
+    #: (storyapp.review); `reviewed` is when they did.
+    held_for_review = models.BooleanField(default=False)
+    reviewed = models.DateTimeField(null=True, blank=True)
+    #: Narrator-only or one seat's passages this narration repeats
+    #: (contextbuild.leaks records): shown to the game master alone.
+    leaks = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     #: A narration whose worker has not touched it for lifecycle.policy's
@@ -228,6 +236,22 @@ class ContextSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"Snapshot for action #{self.action_id}"
+
+
+class Whisper(models.Model):
+    """A note from the game master to one seat: its player reads it, the
+    narrator is told it as known only to that character, nobody else sees it."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="whispers")
+    seat_name = models.CharField(max_length=100)
+    text = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"Whisper to {self.seat_name} in {self.campaign}"
 
 
 class DerivedJobQuerySet(LifecycleQuerySet):

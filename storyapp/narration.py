@@ -30,7 +30,7 @@ from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 from lifecycle import policy, sending
 
-from . import derived, prompting, stateblock
+from . import derived, prompting, review, stateblock
 from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,8 @@ def _finish(
         status = Action.Status.DONE
     else:
         status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
-    changes = {}
+    # Checked against this prompt's secrets; held while the game master reviews.
+    changes = review.finished(action.campaign, prose if status != Action.Status.FAILED else "", built.report)
     if status != Action.Status.FAILED and timers is not None:
         changes["world_info_timers"] = timers
     if status == Action.Status.DONE:

@@ -21,10 +21,11 @@ from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
+from knowledge.selectors import seat_secrets
 
 from . import derivedjobs, lineage, modelprose, recall, worldinfo_turn
 from .summaries import summary_chain
-from .models import Action, Campaign, ContextSnapshot, DerivedJob
+from .models import Action, Campaign, ContextSnapshot, DerivedJob, Whisper
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,23 @@ def turn_inputs(
         world_info=lore.result,
         world_info_titles=lore.titles or {},
         world_info_hidden=lore.hidden,
+        secrets=secrets_for(campaign),
         narrative_state=state,
         state_refusals=refusals,
         window=known,
         derived=tuple(n.as_record() for n in derivedjobs.notices(campaign.pk, lineage_ids)) if has_derived else (),
         token_ratio=profile.token_ratio,
         history_anchor=anchor,
+    )
+
+
+def secrets_for(campaign: Campaign) -> tuple[records.Secret, ...]:
+    """What each seat alone knows: the game master's whispers, newest
+    first, then the library's secrets (knowledge.selectors.seat_secrets)."""
+    whispers = Whisper.objects.filter(campaign=campaign).values_list("seat_name", "text")
+    return (
+        *(records.Secret(seat=seat, text=text, origin="whisper") for seat, text in whispers),
+        *seat_secrets(campaign.pk),
     )
 
 

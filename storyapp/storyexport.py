@@ -11,17 +11,20 @@ from . import lineage
 from .models import Action, Campaign
 
 
-def story_actions(campaign: Campaign, *, with_reader: bool) -> list[Action]:
+def story_actions(campaign: Campaign, *, with_reader: bool, held: bool = True) -> list[Action]:
+    """The lineage's actions in the story; `held=False` leaves out the
+    narrations waiting for the game master's review (storyapp.review)."""
     if campaign.head_id is None:
         return []
     head = Action.objects.only("depth").get(pk=campaign.head_id)
     actions = lineage.window(campaign.pk, campaign.head_id, head.depth + 1)
-    return [a for a in actions if a.in_story and (with_reader or a.kind != Action.Kind.PLAYER)]
+    return [a for a in actions if a.in_story and (with_reader or a.kind != Action.Kind.PLAYER)
+            and (held or not a.held_for_review)]
 
 
-def as_markdown(campaign: Campaign, *, with_reader: bool) -> str:
+def as_markdown(campaign: Campaign, *, with_reader: bool, held: bool = True) -> str:
     parts = [f"# {campaign.title}"]
-    for action in story_actions(campaign, with_reader=with_reader):
+    for action in story_actions(campaign, with_reader=with_reader, held=held):
         if action.kind == Action.Kind.PLAYER:
             quoted = "\n".join(f"> {line}" if line else ">" for line in action.text.splitlines())
             parts.append(f"> **{campaign.persona_name or 'You'}:**\n{quoted}")

@@ -15,6 +15,7 @@ from .views import (
     inspector,
     panel,
     play,
+    review,
     stream,
 )
 
@@ -31,6 +32,8 @@ campaign_patterns = [
     path("actions/<int:action_id>/edit/", play.action_edit, name="action_edit"),
     path("actions/<int:action_id>/choose/", play.alternative_choose, name="alternative_choose"),
     path("actions/<int:action_id>/stop/", play.narration_stop, name="narration_stop"),
+    path("actions/<int:action_id>/approve/", review.narration_approve_view, name="narration_approve"),
+    path("whispers/", review.whisper_send, name="whisper_send"),
     path("actions/<int:action_id>/stream/", stream.action_stream, name="action_stream"),
     path("actions/<int:action_id>/context/", inspector.context_inspector, name="context_inspector"),
     path("actions/<int:action_id>/jump/", branches.branch_jump, name="branch_jump"),

@@ -211,7 +211,7 @@ def _always_included(campaign_id: int) -> list[int]:
     constraint); a lorebook's constant entries are World Info's."""
     sources = list(
         KnowledgeSource.objects.filter(
-            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, format=""
+            campaign_id=campaign_id, enabled=True, index_state=Ready, always_include=True, format="", secret_seat=""
         ).values_list("pk", flat=True)
     )
     chosen = []

@@ -107,16 +107,21 @@ def source_update(
     visibility: str,
     always_include: bool,
     enabled: bool,
+    secret_seat: str = "",
 ) -> KnowledgeSource:
     """Changes how a source is used. None of these need a re-index: retrieval
-    reads them from the source row at query time."""
+    reads them from the source row at query time (a seat's secret source is
+    left out of it and given to the narrator as that seat's secret)."""
     source_always_include_check(classification=classification, always_include=always_include)
     source.title = title.strip()[:200] or source.title
     source.classification = classification
     source.visibility = visibility
     source.always_include = always_include
     source.enabled = enabled
-    source.save(update_fields=["title", "classification", "visibility", "always_include", "enabled", "updated"])
+    source.secret_seat = secret_seat.strip()[:100]
+    source.save(update_fields=[
+        "title", "classification", "visibility", "always_include", "enabled", "secret_seat", "updated"
+    ])
     return source
 
 

@@ -111,7 +111,8 @@ def _load(campaign_id: int) -> Books:
     }
     if not sources:
         return Books(settings={}, titles={}, passages={})
-    rows = LoreEntry.objects.filter(source_id__in=list(sources)).order_by("source_id", "position").values_list(
+    # An entry known to one seat alone is that seat's secret, not World Info's.
+    rows = LoreEntry.objects.filter(source_id__in=list(sources), secret_seat="").order_by("source_id", "position").values_list(
         "pk", "source_id", "title", "text", "keys", "secondary_keys", "regex_keys", "enabled", "constant", "extras"
     )
     entries = [

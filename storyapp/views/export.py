@@ -32,13 +32,14 @@ def _file_stem(campaign: Campaign) -> str:
 def story_export(request: HttpRequest, pk: int, *, as_html: bool) -> HttpResponse:
     """The story being read, as Markdown or as a page to print, for any
     member; `?reader=0` leaves the readers' turns out."""
-    campaign = place_for(request, pk).campaign
+    place = place_for(request, pk)
+    campaign = place.campaign
     with_reader = request.GET.get("reader", "1") != "0"
     if as_html:
         return render(request, "storyapp/story_export.html", {
-            "campaign": campaign, "actions": storyexport.story_actions(campaign, with_reader=with_reader),
+            "campaign": campaign, "actions": storyexport.story_actions(campaign, with_reader=with_reader, held=place.is_game_master),
         })
-    response = HttpResponse(storyexport.as_markdown(campaign, with_reader=with_reader),
+    response = HttpResponse(storyexport.as_markdown(campaign, with_reader=with_reader, held=place.is_game_master),
                             content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_file_stem(campaign)}.md"'
     return response

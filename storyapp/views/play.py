@@ -13,11 +13,11 @@ from django_htmx.http import trigger_client_event
 import quotas
 
 from .. import lineage, selectors, services
-from ..access import action_for, actor_for, campaign_for, place_for, readable_action
+from ..access import action_for, actor_for, campaign_for, place_for, place_in, readable_action
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign
 from .params import number_param
-from .playpage import STORY_PAGE, story_context
+from .playpage import STORY_PAGE, reading, story_context
 
 #: Where an undo without JavaScript leaves the reader's words for the turn box.
 RESTORED_TURN_KEY = "loremaster.restored_turn"
@@ -26,7 +26,7 @@ RESTORED_TURN_KEY = "loremaster.restored_turn"
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     place = place_for(request, pk)
-    context = story_context(place.campaign)
+    context = story_context(place.campaign, place)
     context["place"] = place
     context["turn_form"] = TurnForm()
     context["turn_text"] = request.session.pop(RESTORED_TURN_KEY, "")
@@ -50,6 +50,7 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
         "actions": actions,
         "inspectable": selectors.with_snapshots(actions),
         "earlier": actions[0] if actions and actions[0].parent_id else None,
+        **reading(place, actions),
     })
 
 
@@ -63,7 +64,7 @@ def _story_response(
     if not request.htmx and not error:
         return redirect("campaign_play", pk=campaign.pk)
     campaign.refresh_from_db()
-    context = story_context(campaign)
+    context = story_context(campaign, place_in(campaign, request.user))
     context["error"] = error
     status = status if error else 200
     if request.htmx:
@@ -164,11 +165,13 @@ def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
 @login_required
 def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     """One action, as the story shows it: what a finished stream swaps in."""
-    action = readable_action(place_for(request, pk), action_id)
+    place = place_for(request, pk)
+    action = readable_action(place, action_id)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
     return render(request, "storyapp/play.html#action", {
         "campaign": action.campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
+        **reading(place, [action]),
     })
 
 
@@ -190,6 +193,7 @@ def action_edit(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
                 return redirect("campaign_play", pk=pk)
             return render(request, "storyapp/play.html#action", {
                 "campaign": campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
+                **reading(place_in(campaign, request.user), [action]),
             })
     elif request.method == "POST":
         status = 400

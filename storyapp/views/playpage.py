@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from endpoints.client import endpoint_for
 
-from .. import lineage, selectors, services
-from ..forms import MemoryForm, StateForm, TurnForm
-from ..models import Action, Campaign
+from .. import lineage, review, selectors, services
+from ..access import Place
+from ..forms import MemoryForm, StateForm, TurnForm, WhisperForm
+from ..models import Action, Campaign, Membership, Whisper
 
 STORY_PAGE = 60
 
@@ -27,7 +28,33 @@ def state_panel(campaign: Campaign, head: Action | None, form: StateForm | None 
     }
 
 
-def story_context(campaign: Campaign) -> dict:
+def reading(place: Place | None, actions) -> dict:
+    """What the story partial needs to know of its reader: the narrations
+    they may not read yet, and whether they are the game master (who sees
+    the review tools). An unknown reader is never the game master."""
+    game_master = place is not None and place.is_game_master
+    return {"withheld": review.withheld(actions, game_master=game_master), "game_master": game_master}
+
+
+def player_seats(campaign: Campaign) -> list[str]:
+    """The seats a whisper can go to: the players' characters."""
+    return list(Membership.objects.filter(campaign=campaign, role=Membership.Role.PLAYER).exclude(seat_name="")
+                .values_list("seat_name", flat=True))
+
+
+def whispers_panel(campaign: Campaign, place: Place | None, form: WhisperForm | None = None) -> dict:
+    """The whispers the reader may read (the game master all, a player their
+    seat's, a watcher none) and, for the game master, the form to send one."""
+    if place is None or not (place.is_game_master or place.seat_name):
+        return {"whispers": [], "whisper_form": None}
+    whispers = Whisper.objects.filter(campaign=campaign)
+    if not place.is_game_master:
+        return {"whispers": list(whispers.filter(seat_name=place.seat_name)), "whisper_form": None}
+    seats = player_seats(campaign)
+    return {"whispers": list(whispers), "whisper_form": form or (WhisperForm(seats=seats) if seats else None)}
+
+
+def story_context(campaign: Campaign, place: Place | None = None) -> dict:
     head = Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
     actions = lineage.tail(campaign.pk, campaign.head_id, STORY_PAGE)
     alternatives = services.alternatives(head) if head is not None and head.kind == Action.Kind.AI else []
@@ -50,4 +77,6 @@ def story_context(campaign: Campaign) -> dict:
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
         **state_panel(campaign, head),
+        **reading(place, [*actions, *alternatives]),
+        **whispers_panel(campaign, place),
     }

@@ -15,6 +15,7 @@ from django.utils.html import escape
 
 from lifecycle import workers
 
+from .. import review
 from ..models import Action, Campaign
 from .params import number_param
 
@@ -69,6 +70,10 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
     if not await owned.aexists():
         raise Http404("No such narration.")
     offset = number_param(request.headers.get("Last-Event-ID") or request.GET.get("offset"))
+    # Only the game master reads a narration under review before it is
+    # approved, and the narrator's thinking (it read every seat's secrets).
+    game_master = await Campaign.objects.filter(pk=pk, owner=user).aexists()
+    in_review = not game_master and await sync_to_async(review.under_review)(await Campaign.objects.aget(pk=pk))
 
     async def events():
         nonlocal offset
@@ -80,7 +85,9 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
         yield "retry: 1000\n\n"
         while time.monotonic() - started < STREAM_MAX_SECONDS:
             try:
-                row = await owned.values("text", "status", "error", "thinking", "waiting_for_server").afirst()
+                row = await owned.values(
+                    "text", "status", "error", "thinking", "waiting_for_server", "held_for_review", "kind"
+                ).afirst()
             except OperationalError:
                 # The pool had no connection (or the database went away):
                 # ending without `done` makes the browser reconnect by itself
@@ -105,13 +112,14 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
             if message and message != told:
                 told = message
                 yield _sse("status", escape(message))
-            if len(row["thinking"]) > thought:
+            hidden = not game_master and row["kind"] == Action.Kind.AI and (in_review or row["held_for_review"])
+            if game_master and len(row["thinking"]) > thought:
                 thought = len(row["thinking"])
                 yield _sse("thinking", escape(row["thinking"]))
             text = row["text"]
             if len(text) < offset:
                 break  # a worker took over after another died and starts afresh: the page reloads the story
-            if len(text) > offset:
+            if len(text) > offset and not hidden:
                 yield _sse("chunk", escape(text[offset:]), len(text))
                 offset = len(text)
                 last_write = time.monotonic()

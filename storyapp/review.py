@@ -1,0 +1,52 @@
+"""Review mode and the leak flag: who may read a narration yet.
+
+When a shared campaign is set to review, a finished narration is held:
+its players and watchers read "The game master is reviewing the
+narration…" in its place, by page, by the action's own URL and by its
+stream, until the game master approves it (after an edit, if they like)
+or regenerates it (Retry writes a new one, held in turn). A narration that
+repeats a narrator-only or one seat's secret passage is flagged
+(contextbuild.leaks); the flag is the game master's alone to see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from contextbuild import leaks
+
+from .models import Action, Campaign
+
+HELD_NOTICE = "The game master is reviewing the narration…"
+
+
+def under_review(campaign: Campaign) -> bool:
+    """Whether narrations wait for the game master: review is on and
+    someone besides them reads the story (a lone reader reviews nobody)."""
+    return campaign.review and campaign.memberships.exists()
+
+
+def finished(campaign: Campaign, prose: str, report: dict) -> dict:
+    """What a narration that ended with `prose` stores of review: the
+    secrets its text repeats from its own prompt, and whether it is held."""
+    found = [leak.as_record() for leak in leaks.find(prose, leaks.secret_passages(report))] if prose else []
+    return {"leaks": found, "held_for_review": bool(prose) and under_review(campaign)}
+
+
+def withheld(actions: Iterable[Action], *, game_master: bool) -> set[int]:
+    """The narrations among `actions` a reader may not read yet: held ones,
+    and, under review, those still being written. The game master reads all."""
+    if game_master:
+        return set()
+    actions = [a for a in actions if a.kind == Action.Kind.AI]
+    held = {a.pk for a in actions if a.held_for_review}
+    writing = [a for a in actions if a.in_flight and not a.held_for_review]
+    if writing and under_review(writing[0].campaign):
+        held |= {a.pk for a in writing}
+    return held
+
+
+def narration_approve(*, action: Action, now: datetime) -> bool:
+    """Lets the players read a held narration; False if it was not held."""
+    return bool(Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now))

@@ -1,0 +1,43 @@
+"""The game master's review of narrations and whispers to one seat."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from ..access import action_for, campaign_for, place_in
+from ..forms import WhisperForm
+from ..models import Whisper
+from ..review import narration_approve
+from .play import _story_response
+from .playpage import player_seats, whispers_panel
+
+
+@login_required
+@require_POST
+def narration_approve_view(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
+    """Lets the players read a held narration (as it stands, edits included)."""
+    action = action_for(request, pk, action_id)
+    narration_approve(action=action, now=timezone.now())
+    return _story_response(request, action.campaign)
+
+
+@login_required
+@require_POST
+def whisper_send(request: HttpRequest, pk: int) -> HttpResponse:
+    """A note from the game master to one seat, read by its player alone."""
+    campaign = campaign_for(request, pk)
+    place = place_in(campaign, request.user)
+    form = WhisperForm(request.POST, seats=player_seats(campaign))
+    status = 400
+    if form.is_valid():
+        Whisper.objects.create(campaign=campaign, seat_name=form.cleaned_data["seat_name"],
+                               text=form.cleaned_data["text"].strip())
+        if not request.htmx:
+            return redirect("campaign_play", pk=pk)
+        form, status = None, 200
+    context = {"campaign": campaign, "place": place, **whispers_panel(campaign, place, form)}
+    return render(request, "storyapp/play.html#whispers", context, status=status)
