@@ -112,7 +112,10 @@ async def action_stream(request: HttpRequest, pk: int, action_id: int) -> HttpRe
             if message and message != told:
                 told = message
                 yield _sse("status", escape(message))
-            hidden = not game_master and row["kind"] == Action.Kind.AI and (in_review or row["held_for_review"])
+            writing = row["status"] in (Action.Status.PENDING, Action.Status.STREAMING)
+            hidden = not game_master and row["kind"] == Action.Kind.AI and (
+                row["held_for_review"] or (in_review and writing)
+            )
             if game_master and len(row["thinking"]) > thought:
                 thought = len(row["thinking"])
                 yield _sse("thinking", escape(row["thinking"]))
