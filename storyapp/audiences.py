@@ -24,6 +24,7 @@ NOTICES = {
     GAME_MASTER: "[Withheld: the game master's direction to the narrator.]",
 }
 SEAT_NOTICE = "[Withheld: what another character alone knows.]"
+HELD_NOTICE = "[Withheld: a narration the game master is still reviewing.]"
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,11 @@ def _dicts(value) -> list[dict]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _withheld_texts(report: dict, viewer: Viewer) -> list[tuple[str, str]]:
+def _withheld_texts(report: dict, viewer: Viewer, held: tuple[str, ...]) -> list[tuple[str, str]]:
     """Each text in the prompt the viewer may not read, with its note;
-    longest first, so a passage inside a withheld section goes with it."""
-    found = []
+    longest first, so a passage inside a withheld section goes with it.
+    `held` are narrations not yet approved that a later prompt replayed."""
+    found = [(text, HELD_NOTICE) for text in held]
     knowledge = report.get("knowledge") if isinstance(report.get("knowledge"), dict) else {}
     for used in _dicts(knowledge.get("used")):
         if used.get("visibility") == "hidden" and not viewer.may_read(NARRATOR):
@@ -82,12 +84,12 @@ def redact(text: str, withheld: list[tuple[str, str]]) -> str:
     return text
 
 
-def report_for(report, viewer: Viewer) -> dict:
+def report_for(report, viewer: Viewer, *, held: tuple[str, ...] = ()) -> dict:
     """The stored report as this viewer may read it (the same shape)."""
     report = report if isinstance(report, dict) else {}
     if viewer.game_master:
         return report
-    withheld = _withheld_texts(report, viewer)
+    withheld = _withheld_texts(report, viewer, held)
     shown = copy.deepcopy(report)
     sections = []
     for section in _dicts(shown.get("sections")):
@@ -116,12 +118,12 @@ def report_for(report, viewer: Viewer) -> dict:
     return shown
 
 
-def messages_for(messages: list[dict], report, viewer: Viewer) -> list[dict]:
+def messages_for(messages: list[dict], report, viewer: Viewer, *, held: tuple[str, ...] = ()) -> list[dict]:
     """The messages as sent (storyapp.inspector.messages), with what the
     viewer may not read cut out and a note in its place."""
     if viewer.game_master:
         return messages
-    withheld = _withheld_texts(report if isinstance(report, dict) else {}, viewer)
+    withheld = _withheld_texts(report if isinstance(report, dict) else {}, viewer, held)
     shown = []
     for message in messages:
         content = redact(message["content"], withheld)

@@ -47,6 +47,13 @@ def withheld(actions: Iterable[Action], *, game_master: bool) -> set[int]:
     return held
 
 
+def held_texts(campaign: Campaign) -> tuple[str, ...]:
+    """The texts of the campaign's narrations not yet approved: a later
+    prompt may have replayed one, and its inspector must not show it."""
+    return tuple(t for t in Action.objects.filter(campaign=campaign, held_for_review=True)
+                 .values_list("text", flat=True) if t.strip())
+
+
 def narration_approve(*, action: Action, now: datetime) -> bool:
     """Lets the players read a held narration; False if it was not held."""
     return bool(Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now))

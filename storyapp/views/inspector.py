@@ -26,7 +26,8 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
     if snapshot is None:
         raise Http404("This turn has no stored context.")
     previous = selectors.previous_snapshot(action)
-    shown = report_for(snapshot.report, viewer)
+    held = () if viewer.game_master else review.held_texts(action.campaign)
+    shown = report_for(snapshot.report, viewer, held=held)
     report = inspector.readable(shown)
     context = {
         "campaign": action.campaign,
@@ -34,10 +35,10 @@ def context_inspector(request: HttpRequest, pk: int, action_id: int) -> HttpResp
         "place": place,
         "snapshot": snapshot,
         "report": report,
-        "sent_messages": messages_for(inspector.messages(snapshot), snapshot.report, viewer),
+        "sent_messages": messages_for(inspector.messages(snapshot), snapshot.report, viewer, held=held),
         "bars": inspector.budget_bars(shown),
         "knowledge": report["knowledge"],
-        "changes": inspector.diff(shown, report_for(previous.report, viewer) if previous else None),
+        "changes": inspector.diff(shown, report_for(previous.report, viewer, held=held) if previous else None),
         # The model's thinking read every secret of the prompt: the game master's alone.
         "thinking": action.thinking if viewer.game_master else "",
         "leaks": action.leaks if viewer.game_master else [],

@@ -137,3 +137,18 @@ def test_without_members_or_without_review_nothing_is_held(campaign, play, model
     model.script({"reply": NARRATION})
     _, shared = play("I climb again.")
     assert not shared.held_for_review
+
+
+def test_a_later_prompt_that_replayed_a_held_narration_does_not_show_it_to_players(
+    client, campaign, held, carol, play, model,
+):
+    model.script({"reply": "The stairs end at a locked door."})
+    _, later = play("I try the door.")
+    assert NARRATION in "\n".join(m["content"] for m in later.snapshot.messages)
+    client.force_login(campaign.owner)
+    client.post(reverse("narration_approve", args=[campaign.pk, later.pk]))
+    client.force_login(carol)
+    page = client.get(reverse("context_inspector", args=[campaign.pk, later.pk])).content.decode()
+    assert "lighthouse keeper" not in page and "still reviewing" in page
+    client.force_login(campaign.owner)
+    assert "lighthouse keeper" in client.get(reverse("context_inspector", args=[campaign.pk, later.pk])).content.decode()
