@@ -3,11 +3,13 @@ narrator as such, and an inspector that shows each member only what their
 seat may see; a narration that repeats a secret is flagged for the game master."""
 
 import pytest
+from django.db.models import F
 from django.urls import reverse
 
-from knowledge.models import KnowledgeSource
+from knowledge import services as knowledge_services
+from knowledge.models import KnowledgeSource, LoreEntry
 from storyapp.models import Whisper
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, UserFactory, world_info_book
 
 CRYPT = "The abbot buried the silver crown beneath the third pillar of the crypt."
 MARA = "Mara was born in the drowned village and still hears its bells at night."
@@ -127,3 +129,21 @@ def test_a_whisper_goes_only_to_a_players_seat(client, campaign, members):
     response = client.post(reverse("whisper_send", args=[campaign.pk]), {"seat_name": "Nobody", "text": "Psst."},
                            HTTP_HX_REQUEST="true")
     assert response.status_code == 400 and not Whisper.objects.exists()
+
+
+def test_a_lorebook_entry_known_to_one_seat_leaves_world_info_for_that_seats_section(campaign, members, play, model):
+    lantern = {"comment": "Lantern", "key": ["lantern"], "content": "The lantern guild lights the quay at dusk."}
+    oath = {"comment": "Ivo's oath", "key": ["lantern"], "content": "Ivo swore an oath to the lantern guild."}
+    result = knowledge_services.sources_import(
+        campaign=campaign, files=[("harbour.json", world_info_book(lantern, oath))], enqueue=False
+    )
+    knowledge_services.source_index_now(result.created[0])
+    LoreEntry.objects.filter(title="Ivo's oath").update(secret_seat="Ivo")
+    # The stamp World Info's cache follows: an entry edit bumps its source's revision.
+    KnowledgeSource.objects.filter(pk=result.created[0].pk).update(revision=F("revision") + 1)
+    model.script({"reply": "The quay is quiet."})
+    _, narration = play("I raise a lantern.")
+    report = narration.snapshot.report
+    assert [d["entry"] for d in report["world_info"]["activated"]] == ["Lantern"]
+    [ivo] = [s for s in report["sections"] if s.get("audience") == "Ivo"]
+    assert "Ivo swore an oath to the lantern guild." in ivo["text"]
