@@ -47,6 +47,15 @@ def withheld(actions: Iterable[Action], *, game_master: bool) -> set[int]:
     return held
 
 
+def state_head(head: Action | None, *, game_master: bool) -> Action | None:
+    """The action whose state a reader is shown: a held narration's state
+    block would tell its story, so a player or watcher reads the state from
+    before the held narrations at the head."""
+    while not game_master and head is not None and head.held_for_review:
+        head = head.parent
+    return head
+
+
 def held_texts(campaign: Campaign) -> tuple[str, ...]:
     """The texts of the campaign's narrations not yet approved: a later
     prompt may have replayed one, and its inspector must not show it."""

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import services
+from .. import review, services
 from ..access import campaign_for, place_for
 from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Campaign
@@ -58,10 +58,12 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
     redirects to the page and a refusal shows the whole page again with the
     reader's text kept."""
     if request.method == "GET":
-        campaign = place_for(request, pk).campaign
+        place = place_for(request, pk)
+        campaign = place.campaign
         if not request.htmx:
             return redirect(reverse("campaign_play", args=[pk]) + "#state-panel")
-        context = {"campaign": campaign, **state_panel(campaign, head_of(campaign))}
+        head = review.state_head(head_of(campaign), game_master=place.is_game_master)
+        context = {"campaign": campaign, **state_panel(campaign, head)}
         return render(request, "storyapp/play.html#state", context)
     campaign = campaign_for(request, pk)
     form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)))

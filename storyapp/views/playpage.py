@@ -76,7 +76,7 @@ def story_context(campaign: Campaign, place: Place | None = None) -> dict:
         "memory_form": MemoryForm(instance=campaign),
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
-        **state_panel(campaign, head),
+        **state_panel(campaign, review.state_head(head, game_master=place is not None and place.is_game_master)),
         **reading(place, [*actions, *alternatives]),
         **whispers_panel(campaign, place),
     }

@@ -180,6 +180,16 @@ def test_source_settings_change_without_a_reindex(reader, campaign, library):
     assert source.jobs.count() == 1
 
 
+def test_a_source_is_marked_known_to_one_seat_from_its_row(reader, campaign, library):
+    source = library(campaign, LORE)
+    url = reverse("source_edit", kwargs={"pk": campaign.pk, "source_id": source.pk})
+    response = reader.post(url, {"title": "Westhaven", "classification": "reference", "visibility": "visible",
+                                 "enabled": "on", "secret_seat": " Mara "}, **HX)
+    assert response.status_code == 200 and 'name="secret_seat" value="Mara"' in response.content.decode()
+    source.refresh_from_db()
+    assert source.secret_seat == "Mara"
+
+
 def test_always_include_is_refused_for_a_non_canon_source(reader, campaign, library):
     source = library(campaign, LORE)
     url = reverse("source_edit", kwargs={"pk": campaign.pk, "source_id": source.pk})

@@ -152,3 +152,16 @@ def test_a_later_prompt_that_replayed_a_held_narration_does_not_show_it_to_playe
     assert "lighthouse keeper" not in page and "still reviewing" in page
     client.force_login(campaign.owner)
     assert "lighthouse keeper" in client.get(reverse("context_inspector", args=[campaign.pk, later.pk])).content.decode()
+
+
+def test_the_state_a_held_narration_set_is_not_shown_to_players(client, campaign, carol, play, model):
+    model.script({"reply": 'The keeper hands you a brass key.\n<state>{"events": [{"type": "scene", '
+                           '"location": "The lamp room"}]}</state>'})
+    _, narration = play("I climb.")
+    assert narration.held_for_review and narration.state["scene"]["location"] == "The lamp room"
+    client.force_login(carol)
+    panel = client.get(reverse("campaign_state", args=[campaign.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert "The lamp room" not in panel and "The lamp room" not in _page(client, campaign)
+    client.force_login(campaign.owner)
+    assert "The lamp room" in client.get(reverse("campaign_state", args=[campaign.pk]),
+                                         HTTP_HX_REQUEST="true").content.decode()
