@@ -88,6 +88,7 @@ class EntryForm(Refusals, forms.Form):
     text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}), max_length=200_000, strip=False)
     enabled = _flag("Enabled")
     constant = _flag("Always included")
+    secret_seat = forms.CharField(label="Known only to", required=False, max_length=100)
     order = _count("Order", high=1_000_000)
     position = _choice("Position", POSITIONS)
     secondary_keys = forms.CharField(label="Secondary keys", required=False, max_length=5000)
@@ -134,6 +135,7 @@ class EntryForm(Refusals, forms.Form):
         initial = {
             "title": entry.title, "keys": ", ".join([*entry.keys, *entry.regex_keys]), "text": entry.text,
             "enabled": entry.enabled, "constant": entry.constant, "secondary_keys": ", ".join(entry.secondary_keys),
+            "secret_seat": entry.secret_seat,
             **entrysettings.settings_of(expand(entry.extras or {})),
         }
         return cls(data, initial=initial, auto_id=False)
@@ -153,7 +155,7 @@ class EntryForm(Refusals, forms.Form):
 
     def settings(self) -> dict:
         """The World Info settings of the cleaned form, for entrysettings."""
-        columns = {"title", "keys", "text", "enabled", "constant", "secondary_keys"}
+        columns = {"title", "keys", "text", "enabled", "constant", "secondary_keys", "secret_seat"}
         return {name: value for name, value in self.cleaned_data.items() if name not in columns}
 
 

@@ -228,6 +228,7 @@ def entry_edit(request: HttpRequest, pk: int, source_id: int, entry_id: int) -> 
             services.entry_update(
                 entry=entry, title=data["title"], keys=data["keys"], text=data["text"], enabled=data["enabled"],
                 constant=data["constant"], secondary_keys=data["secondary_keys"], settings=form.settings(),
+                secret_seat=data["secret_seat"],
             )
         except services.ImportRefused as exc:
             error = str(exc)

@@ -34,12 +34,16 @@ Source = KnowledgeSource
 def entry_update(
     *, entry: LoreEntry, title: str, keys: str, text: str, enabled: bool,
     constant: bool | None = None, secondary_keys: str | None = None, settings: dict | None = None,
+    secret_seat: str | None = None,
 ) -> LoreEntry:
     """Changes one entry. `keys` and `secondary_keys` are the reader's
     comma-separated lines; a key written /pattern/flags is a regex, held to
     the same limits as an import's. `settings` are the editor's World Info
     values (knowledge.entrysettings), written under SillyTavern's names.
-    None leaves constant, the secondary keys or the settings as they are."""
+    `secret_seat` names the one seat the entry is known to ("" for all):
+    World Info then leaves it out and the narrator is given it as that
+    seat's secret. None leaves constant, the secondary keys, the settings
+    or the seat as they are."""
     entry.title = title.strip()[:300]
     entry.keys, entry.regex_keys = (list(part) for part in split_keys(key_line(keys)))
     extras = expand(entry.extras or {})
@@ -51,6 +55,8 @@ def entry_update(
             extras["keysecondary_regex"] = list(patterns)
     if constant is not None:
         entry.constant = constant
+    if secret_seat is not None:
+        entry.secret_seat = secret_seat.strip()[:100]
     if settings is not None:
         extras = with_settings(extras, settings)
     entry.extras = compact(extras)
@@ -58,7 +64,9 @@ def entry_update(
     regex_keys_check(campaign_id=entry.source.campaign_id, name=entry.source.title, entries=book, replacing=entry.source)
     entry.text = _text(text)
     entry.enabled = enabled
-    entry.save(update_fields=["title", "keys", "regex_keys", "secondary_keys", "text", "enabled", "constant", "extras"])
+    entry.save(update_fields=[
+        "title", "keys", "regex_keys", "secondary_keys", "text", "enabled", "constant", "secret_seat", "extras"
+    ])
     _book_changed(entry.source_id)
     return entry
 

@@ -379,3 +379,14 @@ def test_saving_every_entry_unchanged_leaves_the_export_as_it_was(reader, campai
     for entry in source.entries.all():
         assert reader.post(url("entry_edit", source, entry), posted(entry), **HX).status_code == 200
     assert services.world_info_of(source) == before
+
+
+def test_an_entry_is_marked_known_to_one_seat_in_its_editor(reader, westhaven, django_capture_on_commit_callbacks):
+    entry = westhaven.entries.get(title="The Lantern Guild")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = reader.post(url("entry_edit", westhaven, entry), posted(entry, secret_seat=" Ivo "), **HX)
+    assert response.status_code == 200
+    saved = LoreEntry.objects.get(pk=entry.pk)
+    assert saved.secret_seat == "Ivo" and "secret_seat" not in expand(saved.extras)
+    editor = reader.get(url("entry_edit", westhaven, entry), **HX).content.decode()
+    assert 'name="secret_seat" value="Ivo"' in editor
