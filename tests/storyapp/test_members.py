@@ -255,3 +255,11 @@ def test_a_players_turn_answers_with_the_players_story_not_the_game_masters(clie
     response = client.post(_url("turn_submit", campaign), {"text": ""}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     assert 'id="undo-button"' not in response.content.decode()
+
+
+def test_memberships_are_in_the_admin_and_inline_on_their_campaign(client, campaign, carol):
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    listing = client.get(reverse("admin:storyapp_membership_changelist")).content.decode()
+    assert "carol" in listing and "Wren" in listing
+    page = client.get(reverse("admin:storyapp_campaign_change", args=[campaign.pk])).content.decode()
+    assert 'value="Wren"' in page
