@@ -14,6 +14,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
+import quotas
+
+from .campaigns import campaign_room
 from .models import Campaign, Membership
 
 SEAT_NAME_MAX = Membership._meta.get_field("seat_name").max_length
@@ -110,7 +113,9 @@ def leave(*, campaign: Campaign, user) -> None:
 def hand_over(*, campaign: Campaign, to_user) -> Campaign:
     """Makes a member the game master (the owner), in one transaction:
 
-    1. the new owner's membership goes, since an owner holds none;
+    1. the new owner's membership goes, since an owner holds none, and
+       they must have room for one more campaign of their own (the cap
+       counts owned campaigns);
     2. the old owner stays as a player, seated as the campaign's persona
        (whom they played as game master) or, if that name is taken, as
        their username;
@@ -119,6 +124,13 @@ def hand_over(*, campaign: Campaign, to_user) -> Campaign:
     campaign = _locked(campaign)
     old_owner = campaign.owner
     _membership(campaign, to_user).delete()
+    try:
+        campaign_room(to_user)
+    except quotas.OverQuota as exc:
+        raise MembershipRefused(
+            f"{to_user.username} already owns as many campaigns as this instance allows; "
+            "they cannot take this one over."
+        ) from exc
     seat = next((name for name in (campaign.persona_name, old_owner.username)
                  if name.strip() and not campaign.memberships.filter(seat_name__iexact=name.strip()).exists()), None)
     if seat is None:

@@ -113,6 +113,15 @@ def test_a_hand_over_that_cannot_seat_the_old_owner_changes_nothing(campaign, al
     assert campaign.owner == alice and _seats(campaign) == before
 
 
+def test_a_member_at_the_campaign_cap_cannot_be_handed_another(settings, campaign, alice, carol):
+    CampaignFactory(owner=carol)
+    settings.LOREMASTER_CAMPAIGNS_PER_READER = 1
+    with pytest.raises(members.MembershipRefused, match="carol already owns as many campaigns"):
+        members.hand_over(campaign=campaign, to_user=carol)
+    campaign.refresh_from_db()
+    assert campaign.owner == alice and _seats(campaign) == {"carol": ("player", "Wren")}
+
+
 def test_only_a_member_can_be_handed_the_campaign(campaign, alice, bob):
     with pytest.raises(members.MembershipRefused, match="bob is not a member"):
         members.hand_over(campaign=campaign, to_user=bob)
