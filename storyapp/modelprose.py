@@ -18,8 +18,12 @@ from .models import Action
 
 
 def text_for_model(action: Action) -> str:
-    """The action's text as a model should read it."""
-    if action.kind != Action.Kind.AI or DISCLAIMER not in action.text:
+    """The action's text as a model should read it: a seat's action headed
+    with the seat's name ("Mara: I open the door"), so the narrator knows
+    which of the players acts."""
+    if action.kind != Action.Kind.AI:
+        return f"{action.seat_name}: {action.text}" if action.seat_name else action.text
+    if DISCLAIMER not in action.text:
         return action.text
     return action.text.replace(DISCLAIMER, "").strip()
 

@@ -24,7 +24,7 @@ from knowledge.retrieval import retrieve, semantic_floor
 
 from . import derivedjobs, lineage, modelprose, recall, worldinfo_turn
 from .summaries import summary_chain
-from .models import Action, Campaign, ContextSnapshot, DerivedJob
+from .models import Action, Campaign, ContextSnapshot, DerivedJob, Membership
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,25 @@ def campaign_record(campaign: Campaign) -> records.Campaign:
         narration_length=campaign.narration_length,
         canon_rules=tuple(campaign.canon_rules),
         forbidden_status_changes=tuple((c["from"], c["to"]) for c in campaign.forbidden_status_changes),
+        cast=cast(campaign),
+        director_note=campaign.director_note,
     )
+
+
+def cast(campaign: Campaign) -> tuple[records.Seat, ...]:
+    """Who is at a shared story's table: each player's seat, then the game
+    master's persona if they play one. Empty while the story has no
+    players, so a lone reader's prompt is as it always was."""
+    seats = tuple(
+        records.Seat(name=name, description=description)
+        for name, description in Membership.objects.filter(
+            campaign=campaign, role=Membership.Role.PLAYER,
+        ).exclude(seat_name="").values_list("seat_name", "seat_description")
+    )
+    if seats and campaign.persona_name.strip():
+        # Described in the persona section already.
+        seats += (records.Seat(name=campaign.persona_name, game_master=True),)
+    return seats
 
 
 def settings_record(

@@ -83,7 +83,8 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
         return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
-        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
+        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now(),
+                             author=request.user, seat_name=place.seat_name)
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed)
     except quotas.OverQuota as exc:
