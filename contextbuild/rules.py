@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from . import lookalikes
-from .narrative import Entity, NarrativeState
+from .narrative import Entity, NarrativeState, SeatState
 from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona, Seat
 from .tokens import count_tokens
 
@@ -254,6 +254,9 @@ def _state_text(state: NarrativeState, shown: int) -> str:
         lines.append(f"Location: {state.scene.location}")
     if state.inventory:
         lines.append("You carry: " + ", ".join(state.inventory))
+    if state.party:
+        lines.append("The players' characters:")
+        lines.extend(_seat_line(seat) for seat in state.party)
     if state.entities:
         lines.append("Characters and things:")
         lines.extend(_entity_line(entity) for entity in state.entities[len(state.entities) - shown:])
@@ -266,6 +269,12 @@ def _state_text(state: NarrativeState, shown: int) -> str:
     if not lines:
         return ""
     return "\n".join([_STATE_HEADING, *lines])
+
+
+def _seat_line(seat: SeatState) -> str:
+    details = [f"at {seat.location}" if seat.location else "", "carries " + ", ".join(seat.inventory) if seat.inventory else ""]
+    detail = "; ".join(d for d in details if d)
+    return f"- {seat.name}" + (f" ({detail})" if detail else "")
 
 
 def _entity_line(entity: Entity) -> str:

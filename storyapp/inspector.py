@@ -257,6 +257,8 @@ def _state(value) -> dict | None:
         "summary": state.scene.summary,
         "location": state.scene.location,
         "inventory": list(state.inventory),
+        "party": [{"name": seat.name, "location": seat.location, "inventory": list(seat.inventory)}
+                  for seat in state.party],
         "entities": [
             {"id": e.id, "label": e.label, "status": e.status, "location": e.location, "items": list(e.items),
              "aliases": list(e.aliases)}

@@ -22,9 +22,9 @@ from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
 
-from . import derivedjobs, lineage, modelprose, recall, worldinfo_turn
+from . import derivedjobs, lineage, modelprose, recall, selectors, worldinfo_turn
 from .summaries import summary_chain
-from .models import Action, Campaign, ContextSnapshot, DerivedJob, Membership
+from .models import Action, Campaign, ContextSnapshot, DerivedJob
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,7 @@ def cast(campaign: Campaign) -> tuple[records.Seat, ...]:
     """Who is at a shared story's table: each player's seat, then the game
     master's persona if they play one. Empty while the story has no
     players, so a lone reader's prompt is as it always was."""
-    seats = tuple(
-        records.Seat(name=name, description=description)
-        for name, description in Membership.objects.filter(
-            campaign=campaign, role=Membership.Role.PLAYER,
-        ).exclude(seat_name="").values_list("seat_name", "seat_description")
-    )
+    seats = tuple(records.Seat(name=name, description=description) for name, description in selectors.seats(campaign))
     if seats and campaign.persona_name.strip():
         # Described in the persona section already.
         seats += (records.Seat(name=campaign.persona_name, game_master=True),)
