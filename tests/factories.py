@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 
 from contextbuild.tokens import count_tokens
 from endpoints.models import EndpointProfile
-from storyapp.models import Action, Campaign, Memory
+from storyapp.models import Action, Campaign, Membership, Memory
 
 PASSWORD = "correct horse battery staple"
 
@@ -149,3 +149,16 @@ class EntryFactory(factory.Factory):
     content = factory.LazyAttribute(lambda o: f"About {o.title}.")
     fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
     tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    """A reader at someone else's table: a player with a seat unless told otherwise."""
+
+    class Meta:
+        model = Membership
+
+    campaign = factory.SubFactory(CampaignFactory)
+    user = factory.SubFactory(UserFactory)
+    role = Membership.Role.PLAYER
+    seat_name = factory.Sequence(lambda n: f"Seat {n}")
+    seat_description = ""
