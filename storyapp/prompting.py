@@ -122,7 +122,10 @@ def turn_inputs(
     window = lineage.window_covering(
         campaign.pk, position.pk if position else None, settings.context_token_budget
     )
-    history = tuple(modelprose.history_record(a) for a in window if a.in_story)
+    record = campaign_record(campaign)
+    # At a shared table the game master's seat-less actions are its persona's.
+    unseated = campaign.persona_name.strip() if record.cast else ""
+    history = tuple(modelprose.history_record(a, unseated=unseated) for a in window if a.in_story)
     last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and a.in_story), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
     state = campaign.state_at(position)
@@ -144,7 +147,7 @@ def turn_inputs(
         if with_knowledge else worldinfo_turn.TurnWorldInfo()
     )
     return records.TurnInputs(
-        campaign=campaign_record(campaign),
+        campaign=record,
         settings=settings,
         history=history,
         history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),

@@ -96,6 +96,13 @@ def test_the_narrator_reads_the_seats_action_by_name_and_the_cast_rules(bob, tob
     assert "Never decide, say or do anything for any of these characters" in system
 
 
+def test_the_game_masters_action_at_a_shared_table_is_sent_as_the_persona(alice, tobin, send, model):
+    model.script({"reply": "Rain." + QUIET})
+    send(alice, "I follow him in.")
+    [messages] = sent_to_model(model)
+    assert messages[-1]["content"].endswith("Mara: I follow him in.")
+
+
 def test_a_lone_readers_prompt_has_no_cast(play, model):
     model.script({"reply": "Gulls." + QUIET})
     _, narration = play("I wait.")
@@ -116,6 +123,8 @@ def test_the_director_note_reaches_the_narrator_and_is_marked_for_the_game_maste
     assert note["audience"] == "gm" and "The cellar hides the lost seal." in note["text"]
     assert all("audience" not in s for s in report["sections"] if s["label"] != "director_note")
     assert [seat["name"] for seat in report["cast"]] == ["Tobin", "Mara"]
+    page = client_of(campaign.owner).get(reverse("context_inspector", args=[campaign.pk, narration.pk])).content.decode()
+    assert "Director&#x27;s note (game master only)" in page and "Who is present" in page
 
 
 def test_build_context_json_carries_the_cast_and_the_director_note(tobin, campaign):
