@@ -42,6 +42,19 @@ class CampaignFactory(factory.django.DjangoModelFactory):
     plot_essentials = "Mara carries the broken seal."
 
 
+class MembershipFactory(factory.django.DjangoModelFactory):
+    """A player in someone's campaign, seated as a character of their own
+    (a watcher, `role=Membership.Role.WATCHER`, holds no seat)."""
+
+    class Meta:
+        model = Membership
+
+    campaign = factory.SubFactory(CampaignFactory)
+    user = factory.SubFactory(UserFactory)
+    role = Membership.Role.PLAYER
+    seat_name = factory.LazyAttributeSequence(lambda o, n: f"Seat {n}" if o.role == Membership.Role.PLAYER else "")
+
+
 class ActionFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Action
