@@ -163,15 +163,3 @@ class EntryFactory(factory.Factory):
     fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
     tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
 
-
-class MembershipFactory(factory.django.DjangoModelFactory):
-    """A reader at someone else's table: a player with a seat unless told otherwise."""
-
-    class Meta:
-        model = Membership
-
-    campaign = factory.SubFactory(CampaignFactory)
-    user = factory.SubFactory(UserFactory)
-    role = Membership.Role.PLAYER
-    seat_name = factory.Sequence(lambda n: f"Seat {n}")
-    seat_description = ""
