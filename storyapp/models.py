@@ -74,6 +74,9 @@ class Campaign(models.Model):
     review = models.BooleanField(default=False)
     #: The game master's direction to the narrator, seen by no player.
     director_note = models.TextField(blank=True)
+    #: Seats a bundle brought ({"name", "description", "role"}), as text:
+    #: bundles carry seats, never accounts, so no member holds them.
+    imported_seats = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-updated"]

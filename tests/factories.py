@@ -162,3 +162,4 @@ class EntryFactory(factory.Factory):
     content = factory.LazyAttribute(lambda o: f"About {o.title}.")
     fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
     tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
+

@@ -88,7 +88,8 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
                                place=place)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
-        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
+        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now(),
+                             author=request.user, seat_name=place.seat_name)
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed, place=place)
     except quotas.OverQuota as exc:
