@@ -13,14 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .builder import GAME_MASTER
 from .rules import HIDDEN_MARKER, PASSAGES_CLOSE, PASSAGES_OPEN
 
 #: Words in a row a narration must share with a secret to be flagged.
 MIN_WORDS = 8
 #: The audience of narrator-only lore: no reader at all.
 NARRATOR = "narrator"
-#: The audience of the game master's own sections (a director's note).
-GAME_MASTER = "gm"
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 

@@ -50,8 +50,10 @@ def _move_head(campaign: Campaign, action: Action | None, *, now: datetime) -> N
 
 
 def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
-            status: str = Action.Status.DONE, now: datetime) -> Action:
+            status: str = Action.Status.DONE, now: datetime, author=None, seat_name: str = "") -> Action:
     return Action.objects.create(
+        author=author,
+        seat_name=seat_name,
         campaign=campaign,
         parent=parent,
         depth=parent.depth + 1 if parent is not None else 0,
@@ -122,7 +124,9 @@ def story_open(*, campaign: Campaign, now: datetime) -> Action | None:
 
 
 @transaction.atomic
-def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action | None, Action]:
+def turn_submit(
+    *, campaign: Campaign, text: str, now: datetime, author=None, seat_name: str = "",
+) -> tuple[Action | None, Action]:
     """Stores the reader's action under the head and a pending narration after
     it, moves the head, and queues the narration once the transaction commits.
 
@@ -130,7 +134,9 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     A reader's action is never stacked on another one: at a reader's action
     that has no narration in the story (its narration failed, or came from an
     older install), new text replaces it as a branch, and empty text
-    narrates it.
+    narrates it. `author` and `seat_name` say who sent the action and from
+    which seat (none: the campaign's persona, as a lone reader has always
+    played).
     """
     campaign = _locked(campaign)
     head = _head(campaign)
@@ -146,7 +152,8 @@ def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action
     if text and parent is not None and parent.kind == Action.Kind.PLAYER:
         parent = parent.parent
     if text:
-        player = _append(campaign, parent, kind=Action.Kind.PLAYER, text=text, now=now)
+        player = _append(campaign, parent, kind=Action.Kind.PLAYER, text=text, now=now,
+                         author=author, seat_name=seat_name)
         parent = player
     narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
     _move_head(campaign, narration, now=now)

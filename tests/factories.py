@@ -42,6 +42,19 @@ class CampaignFactory(factory.django.DjangoModelFactory):
     plot_essentials = "Mara carries the broken seal."
 
 
+class MembershipFactory(factory.django.DjangoModelFactory):
+    """A player in someone's campaign, seated as a character of their own
+    (a watcher, `role=Membership.Role.WATCHER`, holds no seat)."""
+
+    class Meta:
+        model = Membership
+
+    campaign = factory.SubFactory(CampaignFactory)
+    user = factory.SubFactory(UserFactory)
+    role = Membership.Role.PLAYER
+    seat_name = factory.LazyAttributeSequence(lambda o, n: f"Seat {n}" if o.role == Membership.Role.PLAYER else "")
+
+
 class ActionFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Action
@@ -150,14 +163,3 @@ class EntryFactory(factory.Factory):
     fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
     tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
 
-
-class MembershipFactory(factory.django.DjangoModelFactory):
-    """A reader in someone else's campaign: a player with a seat unless told otherwise."""
-
-    class Meta:
-        model = Membership
-
-    campaign = factory.SubFactory(CampaignFactory)
-    user = factory.SubFactory(UserFactory)
-    role = Membership.Role.PLAYER
-    seat_name = factory.Sequence(lambda n: f"Seat {n}")

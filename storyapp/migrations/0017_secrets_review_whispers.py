@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('storyapp', '0014_members_seats_turn_order'),
+        ('storyapp', '0016_seats_imported_seats'),
     ]
 
     operations = [
