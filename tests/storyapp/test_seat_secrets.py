@@ -147,3 +147,15 @@ def test_a_lorebook_entry_known_to_one_seat_leaves_world_info_for_that_seats_sec
     assert [d["entry"] for d in report["world_info"]["activated"]] == ["Lantern"]
     [ivo] = [s for s in report["sections"] if s.get("audience") == "Ivo"]
     assert "Ivo swore an oath to the lantern guild." in ivo["text"]
+
+
+def test_the_directors_note_is_the_game_masters_alone_in_the_inspector(client, campaign, members, play, model):
+    campaign.director_note = "Let the bells ring when anyone lies to the abbot."
+    campaign.save(update_fields=["director_note"])
+    model.script({"reply": "The crypt is cold."})
+    _, narration = play("I step into the crypt.")
+    assert "bells ring when anyone lies" in narration.snapshot.messages[-1]["content"]
+    for name in ("carol", "dave"):
+        page = _inspector(client, members[name], campaign, narration)
+        assert "bells ring when anyone lies" not in page and "the game master&#x27;s direction" in page
+    assert "bells ring when anyone lies" in _inspector(client, campaign.owner, campaign, narration)
