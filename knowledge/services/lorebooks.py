@@ -41,9 +41,11 @@ def lorebook_create(
     title: str = "",
     metadata: dict | None = None,
     enqueue: bool = True,
+    secret_seat: str = "",
 ) -> KnowledgeSource:
     """Stores a book as one source with its entries and queues its index job.
-    `metadata` is what a campaign bundle kept of the file (else the book's).
+    `metadata` is what a campaign bundle kept of the file (else the book's);
+    `secret_seat` makes the book known to that seat alone.
 
     Raises DuplicateSource when the campaign holds the same book already,
     ImportRefused for always-include outside Canon, for a regex key that
@@ -64,7 +66,7 @@ def lorebook_create(
         campaign=campaign, filename=name, content=render(book.entries), enqueue=enqueue, then=store_entries,
         title=title or title_of(book, name), classification=classification, visibility=visibility,
         always_include=always_include, enabled=enabled, format=book.format[:80],
-        metadata=metadata or metadata_for(book),
+        metadata=metadata or metadata_for(book), secret_seat=secret_seat.strip()[:100],
     )
 
 

@@ -37,8 +37,10 @@ def source_create(
     enabled: bool = True,
     title: str = "",
     enqueue: bool = True,
+    secret_seat: str = "",
 ) -> KnowledgeSource:
-    """Stores a source and queues its index job (on commit, when `enqueue`).
+    """Stores a source and queues its index job (on commit, when `enqueue`);
+    `secret_seat` makes it known to that seat alone (a bundle's).
 
     Raises DuplicateSource when the campaign already holds the same text,
     ImportRefused for always-include outside Canon.
@@ -48,7 +50,7 @@ def source_create(
     return source_store(
         campaign=campaign, filename=name, content=text, enqueue=enqueue,
         title=title or title_for(name, text), classification=classification, visibility=visibility,
-        always_include=always_include, enabled=enabled,
+        always_include=always_include, enabled=enabled, secret_seat=secret_seat.strip()[:100],
     )
 
 

@@ -57,6 +57,7 @@ def export(campaign: Campaign) -> dict:
                 "visibility": s.visibility,
                 "always_include": s.always_include,
                 "enabled": s.enabled,
+                **({"secret_seat": s.secret_seat} if s.secret_seat else {}),
                 "text": s.content,
                 **({"lorebook": _lorebook(s)} if s.is_lorebook else {}),
             }

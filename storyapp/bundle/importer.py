@@ -46,6 +46,7 @@ def _write(plan: dict, owner) -> Campaign:
             "campaign": campaign, "filename": source["filename"], "title": source["title"],
             "classification": source["classification"], "visibility": source["visibility"],
             "always_include": source["always_include"], "enabled": source["enabled"], "enqueue": False,
+            "secret_seat": source["secret_seat"],
         }
         try:
             if source["book"] is not None:

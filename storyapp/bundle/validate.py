@@ -371,6 +371,7 @@ def _source(item, index: int) -> dict:
         "visibility": visibility,
         "always_include": always,
         "enabled": _require(item, "enabled", bool, where, optional=True) is not False,
+        "secret_seat": _text(item, "secret_seat", where),
         "text": text,
         "book": book,
         "metadata": metadata,

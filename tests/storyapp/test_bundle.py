@@ -181,3 +181,16 @@ def test_a_bundle_whose_lorebook_holds_a_compile_bomb_is_refused_and_writes_noth
     with pytest.raises(BundleError, match="the entry “Bomb” cannot be used: the pattern .* repeats too much"):
         import_bundle(broken, owner=alice)
     assert not Campaign.objects.filter(owner=alice).exists()
+
+
+def test_a_source_known_to_one_seat_keeps_its_seat_through_a_bundle(alice, bob):
+    from knowledge import services as knowledge
+
+    campaign = CampaignFactory(owner=alice)
+    knowledge.source_create(campaign=campaign, filename="mara.md", text="Mara hears the drowned bells.",
+                            secret_seat="Mara", enqueue=False)
+    knowledge.source_create(campaign=campaign, filename="town.md", text="The town sleeps.", enqueue=False)
+    exported = json.loads(json.dumps(export(campaign)))
+    assert [s.get("secret_seat", "") for s in exported["sources"]] == ["Mara", ""]
+    copied = import_bundle(exported, owner=bob)
+    assert dict(copied.sources.values_list("original_filename", "secret_seat")) == {"mara.md": "Mara", "town.md": ""}
