@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -36,8 +37,10 @@ def whisper_send(request: HttpRequest, pk: int) -> HttpResponse:
     if form.is_valid():
         Whisper.objects.create(campaign=campaign, seat_name=form.cleaned_data["seat_name"],
                                text=form.cleaned_data["text"].strip())
-        if not request.htmx:
-            return redirect("campaign_play", pk=pk)
         form, status = None, 200
+    elif not request.htmx:
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+    if not request.htmx:
+        return redirect("campaign_play", pk=pk)
     context = {"campaign": campaign, "place": place, **whispers_panel(campaign, place, form)}
     return render(request, "storyapp/play.html#whispers", context, status=status)
