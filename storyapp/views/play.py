@@ -12,7 +12,7 @@ from django_htmx.http import trigger_client_event
 
 import quotas
 
-from .. import lineage, selectors, services
+from .. import lineage, selectors, services, turnorder
 from ..access import action_for, actor_for, campaign_for, place_for, readable_action
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign
@@ -26,6 +26,8 @@ RESTORED_TURN_KEY = "loremaster.restored_turn"
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     place = place_for(request, pk)
+    turnorder.settle(campaign=place.campaign, now=timezone.now())
+    place.campaign.refresh_from_db()
     context = story_context(place.campaign)
     context["place"] = place
     context["turn_form"] = TurnForm()
@@ -83,7 +85,7 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
         return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
-        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now())
+        turnorder.submit(place=place, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed)
     except quotas.OverQuota as exc:

@@ -3,9 +3,11 @@ story, its alternatives and commands, and the side panel's forms."""
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from endpoints.client import endpoint_for
 
-from .. import lineage, selectors, services
+from .. import lineage, selectors, services, turnorder
 from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Action, Campaign
 
@@ -49,5 +51,6 @@ def story_context(campaign: Campaign) -> dict:
         "memory_form": MemoryForm(instance=campaign),
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
+        "turn": turnorder.turn_state(campaign, now=timezone.now()),
         **state_panel(campaign, head),
     }
