@@ -102,10 +102,16 @@ def _restart(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     clock.started = None if _busy(campaign) else now
 
 
+def _place(campaign: Campaign, **turn) -> None:
+    """A turn into the story (services.turn_place), and the head it moved to on this copy of the campaign."""
+    services.turn_place(campaign=campaign, **turn)
+    campaign.refresh_from_db(fields=["head"])
+
+
 def _close_round(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     """One narration answers the round: after its last action, or, when
     every seat passed, the narrator writes on."""
-    services.turn_place(campaign=campaign, text="", now=now)
+    _place(campaign, text="", now=now)
     clock.passed, clock.started = [], None
     clock.save()
 
@@ -153,8 +159,8 @@ def _release(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     waiting = list(campaign.waiting_turns.select_related("author"))
     rounds = campaign.turn_mode == Mode.ROUNDS
     for turn in waiting if rounds else waiting[:1]:
-        services.turn_place(campaign=campaign, text=turn.text, author=turn.author, seat_name=turn.seat_name,
-                            stack=rounds, narrate=not rounds, now=now)
+        _place(campaign, text=turn.text, author=turn.author, seat_name=turn.seat_name,
+               stack=rounds, narrate=not rounds, now=now)
         turn.delete()
     if rounds and _round_complete(campaign, clock):
         _close_round(campaign, clock, now=now)

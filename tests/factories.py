@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 
 from contextbuild.tokens import count_tokens
 from endpoints.models import EndpointProfile
-from storyapp.models import Action, Campaign, Memory
+from storyapp.models import Action, Campaign, Memory, Membership
 
 PASSWORD = "correct horse battery staple"
 
@@ -40,6 +40,16 @@ class CampaignFactory(factory.django.DjangoModelFactory):
     title = factory.Sequence(lambda n: f"Campaign {n}")
     persona_name = "Mara"
     plot_essentials = "Mara carries the broken seal."
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    campaign = factory.SubFactory(CampaignFactory)
+    user = factory.SubFactory(UserFactory)
+    role = Membership.Role.PLAYER
+    seat_name = factory.Sequence(lambda n: f"Seat {n}")
 
 
 class ActionFactory(factory.django.DjangoModelFactory):
