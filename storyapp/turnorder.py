@@ -159,8 +159,9 @@ def _release(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     waiting = list(campaign.waiting_turns.select_related("author"))
     rounds = campaign.turn_mode == Mode.ROUNDS
     for turn in waiting if rounds else waiting[:1]:
+        # Stacked: one member's action never replaces another's unanswered one.
         _place(campaign, text=turn.text, author=turn.author, seat_name=turn.seat_name,
-               stack=rounds, narrate=not rounds, now=now)
+               stack=True, narrate=not rounds, now=now)
         turn.delete()
     if rounds and _round_complete(campaign, clock):
         _close_round(campaign, clock, now=now)

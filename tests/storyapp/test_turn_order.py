@@ -118,6 +118,17 @@ def test_a_watcher_cannot_send(client, table):
     assert not Action.objects.filter(campaign=table).exists()
 
 
+def test_an_open_round_left_for_free_play_is_narrated_with_the_next_action(
+    table, alice, bob, carol, django_capture_on_commit_callbacks
+):
+    _mode(table, Campaign.TurnMode.ROUNDS)
+    act(table, bob, "Tam draws his sword.")
+    turnorder.order_set(campaign=table, mode=Campaign.TurnMode.FREE, seconds=0, now=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        act(table, carol, "Wren hides.")
+    assert _story(table) == [(PLAYER, "Tam draws his sword.", "Tam"), (PLAYER, "Wren hides.", "Wren"), (AI, DONE, "")]
+
+
 # ------------------------------------------------------------------- rounds
 
 def test_a_round_is_answered_by_one_narration_once_every_player_has_acted(
