@@ -2,7 +2,8 @@
 
 The prompt is a conversation (DESIGN §6):
 
-    system     World Info before, narrator rules, state rule, campaign canon,
+    system     World Info before, narrator rules, the cast of a shared
+               story, state rule, campaign canon,
                knowledge framing rule, always-included Canon, AI
                instructions, persona, plot essentials, World Info after,
                then the length hint and the state reminder
@@ -10,7 +11,8 @@ The prompt is a conversation (DESIGN §6):
                actions as `user`, the narrations as `assistant`
     turn       the last `user` message: the live sections from least to most
                volatile (World Info's author's-note top, the author's note,
-               its bottom, summary, retrieved knowledge
+               its bottom, the game master's director's note, summary,
+               retrieved knowledge
                (Inspiration, Reference, Canon), memories, narrative state,
                state refusals), then the reader's action, last
 
@@ -72,6 +74,11 @@ RATIO_MARGIN = 0.03
 #: leaves room for the story.
 MEMORY_SHARE = 0.10
 STATE_SHARE = 0.20
+
+#: The section of the game master's direction, and the audience its report
+#: entry is marked for: no player's inspector may show it.
+DIRECTOR_NOTE = "director_note"
+GAME_MASTER = "gm"
 
 
 
@@ -141,7 +148,7 @@ def build_context(inputs: TurnInputs) -> BuiltContext:
     knowledge = inject.select(knowledge, available)
     history = fit_history(parts.past, available - knowledge.spent, anchor=inputs.history_anchor)
     turn = _present(
-        placed.an_top, parts.note, placed.an_bottom, parts.summary, *reversed(knowledge.sections),
+        placed.an_top, parts.note, placed.an_bottom, parts.director, parts.summary, *reversed(knowledge.sections),
         parts.memories, parts.state, parts.refusals,
     )
     messages = (
@@ -197,6 +204,7 @@ class _Parts:
 
     system: list[Section]
     note: Section | None
+    director: Section | None
     world_info: placement.Placed
     summary: Section | None
     memories: Section | None
@@ -215,8 +223,8 @@ class _Parts:
 
     @property
     def protected(self) -> list[Section]:
-        live = _present(self.world_info.an_top, self.note, self.world_info.an_bottom, self.summary, self.memories,
-                        self.state, self.refusals)
+        live = _present(self.world_info.an_top, self.note, self.world_info.an_bottom, self.director, self.summary,
+                        self.memories, self.state, self.refusals)
         return [*self.system, *live, *_present(self.player, self.cue)]
 
 
@@ -228,6 +236,7 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placeme
         placed.before,
         _section("narrator", campaign.narrator_prompt.strip()
                  or (rules.COMPACT_NARRATOR_PROMPT if small else rules.DEFAULT_NARRATOR_PROMPT)),
+        _section("cast", rules.render_cast(campaign.cast)),
         _section("state_rule", rules.COMPACT_STATE_RULE if small else rules.STATE_RULE),
         _section("campaign_canon", rules.render_canon(campaign)),
         *knowledge.protected,
@@ -252,6 +261,7 @@ def _protected_parts(inputs: TurnInputs, knowledge: inject.Plan, placed: placeme
     return _Parts(
         system=system,
         note=_section("authors_note", f"[Author's note: {authors_note}]" if authors_note else ""),
+        director=_section(DIRECTOR_NOTE, rules.render_director_note(campaign.director_note)),
         world_info=placed,
         summary=_section("story_summary", _headed("Story summary:", summary_text)),
         memories=_section("used_memories", memories_text(recalled)),
@@ -303,7 +313,8 @@ def _report(
     )
     return {
         "sections": [
-            {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens}
+            {"label": s.label, "block": block, "text": s.text, "tokens": s.tokens,
+             **({"audience": GAME_MASTER} if s.label == DIRECTOR_NOTE else {})}
             for block, sections in (
                 ("system", parts.system),
                 ("history", history_sections(history.actions)),
@@ -343,6 +354,9 @@ def _report(
         },
         "summary": summary_record(inputs.summary) if parts.summary is not None else None,
         "derived": [dict(job) for job in inputs.derived],
+        # Who was at the table; the director's note is in `sections`, marked for the game master alone.
+        "cast": [{"name": seat.name, "description": seat.description, "game_master": seat.game_master}
+                 for seat in inputs.campaign.cast],
         # The narrative state as sent: what the narrator was told is true.
         "state": copy.deepcopy(inputs.narrative_state) if isinstance(inputs.narrative_state, dict) else {},
         "knowledge": inject.report(knowledge),

@@ -16,11 +16,14 @@ exactly as it was written:
      "entities": {"id": {"name": "...", "status": "...", "aliases": [...],
                          "location": "...", "items": [...]}},
      "threads": {"id": {"title": "...", "status": "open"}},
-     "inventory": ["..."]}
+     "inventory": ["..."],
+     "party": {"Mara": {"location": "...", "inventory": ["..."]}}}
 
 The player character is not an entity: where they are is the scene's
 location, and what they carry is the inventory. Events and forms name them
-with the reserved id `you`.
+with the reserved id `you`. In a shared story each player's seat is kept
+under its seat's name in `party` (events name it with "seat"), and `you`
+stays the game master's character, or the group as a whole.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ MAX_THREADS = 40
 MAX_ALIASES = 12
 #: Items carried by the player character, or held by any one entity.
 MAX_ITEMS = 30
+#: Seats kept in a shared story's party, and the longest seat name
+#: (Membership.seat_name's).
+MAX_SEATS = 12
+MAX_SEAT_NAME = 100
 
 
 @dataclass(frozen=True)
@@ -90,11 +97,24 @@ class Thread:
 
 
 @dataclass(frozen=True)
+class SeatState:
+    """Where one player's character is and what they carry, by seat name."""
+
+    name: str
+    location: str = ""
+    inventory: tuple[str, ...] = ()
+
+    def as_record(self) -> dict:
+        return _compact({"location": self.location, "inventory": list(self.inventory)})
+
+
+@dataclass(frozen=True)
 class NarrativeState:
     scene: Scene = field(default_factory=Scene)
     entities: tuple[Entity, ...] = ()
     threads: tuple[Thread, ...] = ()
     inventory: tuple[str, ...] = ()
+    party: tuple[SeatState, ...] = ()
 
     @classmethod
     def from_document(cls, doc) -> NarrativeState:
@@ -116,6 +136,7 @@ class NarrativeState:
             entities=_read_table(doc.get("entities"), "entities", _read_entity, MAX_ENTITIES, problems),
             threads=_read_table(doc.get("threads"), "threads", _read_thread, MAX_THREADS, problems),
             inventory=_read_items(doc.get("inventory"), "What you carry", problems),
+            party=_read_party(doc.get("party"), problems),
         )
         return state, tuple(problems)
 
@@ -131,6 +152,8 @@ class NarrativeState:
             doc["threads"] = {t.id: t.as_record() for t in self.threads}
         if self.inventory:
             doc["inventory"] = list(self.inventory)
+        if self.party:
+            doc["party"] = {seat.name: seat.as_record() for seat in self.party}
         return doc
 
     def fingerprint(self) -> str:
@@ -145,6 +168,17 @@ class NarrativeState:
     def thread(self, key: str) -> Thread | None:
         return next((t for t in self.threads if t.id == key), None)
 
+    def seat(self, name: str) -> SeatState | None:
+        """The party's seat of that name (as `seat_key` compares names)."""
+        return next((s for s in self.party if seat_key(s.name) == seat_key(name)), None)
+
+    def with_seat(self, seat: SeatState) -> NarrativeState:
+        """This state with `seat` in its party, in place if it was there."""
+        kept = [s for s in self.party if seat_key(s.name) != seat_key(seat.name)]
+        if len(kept) == len(self.party):
+            return replace(self, party=(*kept, seat)[-MAX_SEATS:])
+        return replace(self, party=tuple(seat if seat_key(s.name) == seat_key(seat.name) else s for s in self.party))
+
     def with_entity(self, entity: Entity) -> NarrativeState:
         """This state with `entity` last, as the most recently touched.
 
@@ -157,6 +191,11 @@ class NarrativeState:
     def with_thread(self, thread: Thread) -> NarrativeState:
         """Likewise for threads; a resolved one is let go before an open one."""
         return replace(self, threads=_put(self.threads, thread, MAX_THREADS))
+
+
+def seat_key(name: str) -> str:
+    """How two spellings of one seat's name compare: "mara" is "Mara"."""
+    return " ".join(name.split()).casefold()
 
 
 def item_key(item: str) -> str:
@@ -259,6 +298,37 @@ def _read_thread(key: str, record: dict, problems: list[str]) -> Thread:
         # longer steers the story.
         status = "resolved"
     return Thread(id=key, title=title, status=status)
+
+
+def _read_party(value, problems: list[str]) -> tuple[SeatState, ...]:
+    """The party's seats, by name, in the document's order."""
+    if not isinstance(value, dict):
+        if value is not None:
+            problems.append("The party is not an object of seat names.")
+        return ()
+    seats: dict[str, SeatState] = {}
+    for name, record in value.items():
+        name = " ".join(name.split()) if isinstance(name, str) else ""
+        if not name:
+            problems.append("A seat in the party has no name.")
+            continue
+        if len(name) > MAX_SEAT_NAME:
+            problems.append(f"The seat name “{name[:40]}…” is longer than {MAX_SEAT_NAME} characters.")
+            name = name[:MAX_SEAT_NAME]
+        if seat_key(name) in seats:
+            problems.append(f"The seat “{name}” is in the party twice.")
+            continue
+        if not isinstance(record, dict):
+            problems.append(f"The seat “{name}” is not an object.")
+            record = {}
+        seats[seat_key(name)] = SeatState(
+            name=name,
+            location=_text(record.get("location"), f"Where “{name}” is", problems),
+            inventory=_read_items(record.get("inventory"), f"What “{name}” carries", problems),
+        )
+    if len(seats) > MAX_SEATS:
+        problems.append(f"Only {MAX_SEATS} seats are kept in the party.")
+    return tuple(seats.values())[:MAX_SEATS]
 
 
 def _read_items(value, where: str, problems: list[str]) -> tuple[str, ...]:

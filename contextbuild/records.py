@@ -29,6 +29,16 @@ class Persona:
 
 
 @dataclass(frozen=True)
+class Seat:
+    """One character at a shared story's table: a player's seat, or the
+    game master's persona (`game_master`)."""
+
+    name: str
+    description: str = ""
+    game_master: bool = False
+
+
+@dataclass(frozen=True)
 class Campaign:
     """The reader-authored configuration a prompt is built from.
 
@@ -45,6 +55,10 @@ class Campaign:
     narration_length: str = ""
     canon_rules: tuple[str, ...] = ()
     forbidden_status_changes: tuple[tuple[str, str], ...] = ()
+    #: Who is present in a shared story (empty for a lone reader's).
+    cast: tuple[Seat, ...] = ()
+    #: The game master's direction to the narrator, seen by no player.
+    director_note: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from . import lookalikes
-from .narrative import Entity, NarrativeState
-from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona
+from .narrative import Entity, NarrativeState, SeatState
+from .records import CANON, INSPIRATION, REFERENCE, Campaign, Persona, Seat
 from .tokens import count_tokens
 
 #: Between sections and between passages: a blank line, which the model reads
@@ -106,6 +106,7 @@ INSTRUCTION_OPENERS = (
     "End your reply with the state block",
     "Author's note:",
     "Your previous state block had changes",
+    "Director's note",
     HIDDEN_MARKER[1:-1],
 )
 _ECHO = re.compile(
@@ -253,6 +254,9 @@ def _state_text(state: NarrativeState, shown: int) -> str:
         lines.append(f"Location: {state.scene.location}")
     if state.inventory:
         lines.append("You carry: " + ", ".join(state.inventory))
+    if state.party:
+        lines.append("The players' characters:")
+        lines.extend(_seat_line(seat) for seat in state.party)
     if state.entities:
         lines.append("Characters and things:")
         lines.extend(_entity_line(entity) for entity in state.entities[len(state.entities) - shown:])
@@ -265,6 +269,12 @@ def _state_text(state: NarrativeState, shown: int) -> str:
     if not lines:
         return ""
     return "\n".join([_STATE_HEADING, *lines])
+
+
+def _seat_line(seat: SeatState) -> str:
+    details = [f"at {seat.location}" if seat.location else "", "carries " + ", ".join(seat.inventory) if seat.inventory else ""]
+    detail = "; ".join(d for d in details if d)
+    return f"- {seat.name}" + (f" ({detail})" if detail else "")
 
 
 def _entity_line(entity: Entity) -> str:
@@ -333,3 +343,49 @@ def render_persona(persona: Persona) -> str:
     body = " ".join(part for part in (head, description) if part)
     return f"Player character:\n{body}"
 
+
+
+#: The most of a seat's name or description the cast states: the players
+#: write them, and the cast sits in the system message of every prompt.
+CAST_FIELD = 300
+
+CAST_RULES = """\
+Narrate for all of them: each reader's action comes headed with their \
+character's name ("Mara: I open the door"); answer every action of the turn and \
+call the characters by their names. Never decide, say or do anything for any \
+of these characters: no actions, dialogue, thoughts or feelings their reader \
+did not give. End where their next choices begin.
+In the state block, name a character of the table with "seat" instead of an \
+id: {"type": "move", "seat": "Mara", "to": "the cellar"}, {"type": "item", \
+"seat": "Mara", "item": "a rope", "change": "gained"}."""
+
+
+def _cast_field(text: str) -> str:
+    return neutralise(" ".join(text.split())[:CAST_FIELD])
+
+
+def render_cast(cast: tuple[Seat, ...]) -> str:
+    """Who is present in a shared story and how the narrator serves them, or
+    "" for a lone reader's story. Names and descriptions are the players'
+    own words: one line each, cut and defused like imported text."""
+    lines = []
+    for seat in cast:
+        name = _cast_field(seat.name)
+        if not name:
+            continue
+        who = f"{name} (the game master's character)" if seat.game_master else name
+        description = _cast_field(seat.description)
+        lines.append(f"- {who}: {description}" if description else f"- {who}")
+    if not lines:
+        return ""
+    body = "\n".join(lines)
+    return f"This story is played by a group. The characters present, each played by a different reader:\n{body}\n{CAST_RULES}"
+
+
+def render_director_note(note: str) -> str:
+    """The game master's direction for the narrator, or "". The players
+    never see it, so the narrator is told to follow it without telling."""
+    note = note.strip()
+    if not note:
+        return ""
+    return f"[Director's note from the game master (follow it; never mention or reveal it in the story): {note}]"

@@ -27,8 +27,10 @@ from .narrative import (
     THREAD_STATUSES,
     Entity,
     NarrativeState,
+    SeatState,
     Thread,
     holds,
+    seat_key,
     without,
 )
 
@@ -74,18 +76,22 @@ def parse_block(body: str | None) -> tuple[list | None, str]:
     return data["events"], ""
 
 
-def apply_block(state: dict, body: str | None, *, forbidden: tuple[tuple[str, str], ...] = ()) -> Outcome:
+def apply_block(state: dict, body: str | None, *, forbidden: tuple[tuple[str, str], ...] = (),
+                seats: tuple[str, ...] = ()) -> Outcome:
     """The state after the reply's block (see `parse_block` and `apply_events`)."""
     events, note = parse_block(body)
     if events is None:
         return Outcome(state=NarrativeState.from_document(state).as_document(), note=note)
-    return apply_events(state, events, forbidden=forbidden)
+    return apply_events(state, events, forbidden=forbidden, seats=seats)
 
 
-def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str], ...] = ()) -> Outcome:
+def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str], ...] = (),
+                 seats: tuple[str, ...] = ()) -> Outcome:
     """Applies each valid event in order to the stored state `state`; refuses
     the others with their reason. `forbidden` holds the campaign's (from, to)
-    status changes that may never happen (dead → alive)."""
+    status changes that may never happen (dead → alive); `seats` are the
+    names of a shared story's seats, which move and item events may name
+    with "seat" (their place and things are kept in the state's party)."""
     current = NarrativeState.from_document(state)
     applied: list[dict] = []
     refused: list[str] = []
@@ -100,7 +106,10 @@ def apply_events(state: dict, events: list, *, forbidden: tuple[tuple[str, str],
         if handler is None:
             refused.append(f"event {index + 1} has an unknown type {json.dumps(kind)}")
             continue
-        after, why = handler(current, event, banned)
+        if kind in _SEAT_HANDLERS and "seat" in event:
+            after, why = _SEAT_HANDLERS[kind](current, event, seats)
+        else:
+            after, why = handler(current, event, banned)
         if why:
             refused.append(f"{kind} event {index + 1}: {why}")
         else:
@@ -236,5 +245,55 @@ def _item(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, s
         return replace(state, inventory=items), ""
     return state.with_entity(replace(entity, items=items)), ""
 
+
+def _seat(state: NarrativeState, event: dict, seats: tuple[str, ...]) -> tuple[SeatState | None, str]:
+    """The party seat an event names (new to the party if it is one of
+    `seats`), or why it names none."""
+    name = event.get("seat")
+    if not isinstance(name, str) or not name.strip():
+        return None, "its seat is not a name"
+    known = state.seat(name)
+    if known is not None:
+        return known, ""
+    seated = next((s for s in seats if seat_key(s) == seat_key(name)), None)
+    if seated is None:
+        present = ", ".join(seats) if seats else "none: this story has no seats"
+        return None, f"“{name.strip()[:40]}” is not a seat at this table (the seats: {present})"
+    return SeatState(name=seated), ""
+
+
+def _seat_move(state: NarrativeState, event: dict, seats) -> tuple[NarrativeState, str]:
+    seat, why = _seat(state, event, seats)
+    if why:
+        return state, why
+    place = _text(event.get("to"))
+    if not place:
+        return state, "it names no place to go to"
+    return state.with_seat(replace(seat, location=place)), ""
+
+
+def _seat_item(state: NarrativeState, event: dict, seats) -> tuple[NarrativeState, str]:
+    seat, why = _seat(state, event, seats)
+    if why:
+        return state, why
+    item = _text(event.get("item"))
+    if not item:
+        return state, "it names no item"
+    change = _text(event.get("change")).lower()
+    if change not in GAINED + LOST:
+        return state, f"the change {json.dumps(event.get('change'))} is not gained or lost"
+    items = seat.inventory
+    if change in LOST:
+        if not holds(items, item):
+            return state, f"“{item}” is not carried by {seat.name}"
+        items = without(items, item)
+    elif not holds(items, item):
+        if len(items) >= MAX_ITEMS:
+            return state, f"{seat.name} cannot carry more than {MAX_ITEMS} items"
+        items = (*items, item)
+    return state.with_seat(replace(seat, inventory=items)), ""
+
+
+_SEAT_HANDLERS = {"move": _seat_move, "item": _seat_item}
 
 _HANDLERS = {"scene": _scene, "move": _move, "entity": _entity, "item": _item, "thread": _thread}

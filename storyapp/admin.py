@@ -2,13 +2,22 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from . import lineage
-from .models import Action, Campaign, ContextSnapshot
+from .models import Action, Campaign, ContextSnapshot, Membership
 
 STORY_PREVIEW = 50
 
 
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    raw_id_fields = ["user"]
+    fields = ["user", "role", "seat_name", "seat_description", "joined", "last_seen"]
+    readonly_fields = ["joined", "last_seen"]
+
+
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin):
+    inlines = [MembershipInline]
     list_display = ["title", "owner", "endpoint", "narration_length", "updated"]
     list_filter = ["narration_length", "endpoint", "owner"]
     search_fields = ["title", "owner__username", "plot_essentials"]
@@ -50,3 +59,11 @@ class ContextSnapshotAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["campaign", "user", "role", "seat_name", "joined"]
+    list_filter = ["role", "campaign"]
+    search_fields = ["user__username", "campaign__title", "seat_name"]
+    raw_id_fields = ["campaign", "user"]

@@ -2,7 +2,7 @@ import re
 
 from django import forms
 
-from contextbuild.narrative import Entity, NarrativeState, Thread
+from contextbuild.narrative import Entity, NarrativeState, SeatState, Thread
 from endpoints.forms import PREFIX, SamplerFields, sampler_initial, sampler_values
 from endpoints.models import EndpointProfile
 from endpoints.samplers import settings as sampler_settings
@@ -18,7 +18,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
     GROUPS = (
         ("Story and opening scene", ("title", "plot_essentials", "opening_text")),
         ("Your character", ("persona_name", "persona_pronouns", "persona_description")),
-        ("Narrator", ("ai_instructions", "authors_note", "narration_length", "narrator_prompt")),
+        ("Narrator", ("ai_instructions", "authors_note", "director_note", "narration_length", "narrator_prompt")),
         ("Canon", ("canon_rules", "forbidden_status_changes")),
         ("Model", ("endpoint", "temperature", "max_output_tokens")),
         ("Samplers", tuple(PREFIX + name for name in sampler_settings())),
@@ -39,7 +39,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
         model = Campaign
         fields = [
             "title", "plot_essentials", "opening_text", "persona_name", "persona_pronouns", "persona_description",
-            "ai_instructions", "authors_note", "narration_length", "narrator_prompt",
+            "ai_instructions", "authors_note", "director_note", "narration_length", "narrator_prompt",
             "endpoint", "temperature", "max_output_tokens",
         ]
         widgets = {
@@ -47,6 +47,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "plot_essentials": forms.Textarea(attrs={"rows": 3}),
             "opening_text": forms.Textarea(attrs={"rows": 4}),
             "authors_note": forms.Textarea(attrs={"rows": 2}),
+            "director_note": forms.Textarea(attrs={"rows": 2}),
             "persona_description": forms.Textarea(attrs={"rows": 2}),
             "narrator_prompt": forms.Textarea(attrs={"rows": 4}),
             "temperature": forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "2"}),
@@ -57,6 +58,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "endpoint": "Model endpoint",
             "ai_instructions": "AI instructions",
             "authors_note": "Author's note",
+            "director_note": "Director's note",
             "persona_name": "Your character's name",
             "persona_pronouns": "Pronouns",
             "persona_description": "Your character",
@@ -73,6 +75,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "persona_description": "Who your character is: looks, past, what they want.",
             "ai_instructions": "How the narrator should write: voice, tense, what to avoid.",
             "authors_note": "A steer placed close to the end of the story, where it weighs most.",
+            "director_note": "Your direction as game master: the narrator follows it, and no player sees it.",
             "narration_length": "How long each narration should be, within the longest reply.",
             "narrator_prompt": "Replaces the built-in narrator rules. Leave empty for the default.",
             "endpoint": "Which model narrates; an admin sets these up.",
@@ -188,6 +191,16 @@ def _entity_line(entity: Entity) -> str:
     return " | ".join(p for p in parts if p)
 
 
+#: The labelled parts of a party line, after the seat's name.
+_SEAT_PART = re.compile(r"^(at|carries)\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _seat_line(seat: SeatState) -> str:
+    parts = [seat.name, f"at: {seat.location}" if seat.location else ""]
+    parts += [f"carries: {', '.join(seat.inventory)}" if seat.inventory else ""]
+    return " | ".join(p for p in parts if p)
+
+
 def _thread_line(thread: Thread) -> str:
     return f"{thread.id}: {thread.title}" + (" | resolved" if not thread.is_open else "")
 
@@ -221,9 +234,13 @@ class StateForm(forms.Form):
         label="Threads", required=False, widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One per line, as “id: What is at stake”; add “| resolved” once it is over.",
     )
+    party = forms.CharField(
+        label="The players' characters", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One seat per line, as “Name | at: place | carries: things”.",
+    )
     based_on = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, state: dict, **kwargs):
+    def __init__(self, *args, state: dict, seats: tuple[str, ...] = (), **kwargs):
         self.shown = NarrativeState.from_document(state)
         kwargs.setdefault("initial", {
             "summary": self.shown.scene.summary,
@@ -234,11 +251,42 @@ class StateForm(forms.Form):
             "entities": "\n\n".join(_entity_line(e) for e in self.shown.entities),
             "threads": "\n".join(_thread_line(t) for t in self.shown.threads),
             "based_on": self.shown.fingerprint(),
+            "party": "\n".join(
+                [_seat_line(s) for s in self.shown.party]
+                + [name for name in seats if self.shown.seat(name) is None]
+            ),
         })
         super().__init__(*args, **kwargs)
+        if not (self.shown.party or seats):
+            # A lone reader's story has no party: the form is as it always was.
+            del self.fields["party"]
 
     def clean_inventory(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["inventory"].splitlines() if line.strip()]
+
+    def clean_party(self) -> dict:
+        """seat name → record from “Name | at: place | carries: things” lines."""
+        party: dict[str, dict] = {}
+        errors: list[str] = []
+        for number, line in enumerate(self.cleaned_data["party"].splitlines(), start=1):
+            name, *parts = (p.strip() for p in line.split("|"))
+            if not name:
+                if parts:
+                    errors.append(f"Line {number} (“{line.strip()[:40]}”) should begin with the seat's name.")
+                continue
+            record: dict = {}
+            for part in filter(None, parts):
+                labelled = _SEAT_PART.match(part)
+                if labelled is None:
+                    errors.append(f"Line {number}: “{part[:40]}” should begin with at: or carries:.")
+                elif labelled.group(1).lower() == "at":
+                    record["location"] = labelled.group(2).strip()
+                else:
+                    record["inventory"] = _listed(labelled.group(2))
+            party[name] = record
+        if errors:
+            raise forms.ValidationError(errors)
+        return party
 
     def clean_entities(self) -> dict:
         kept = {_entity_line(e): e for e in self.shown.entities}
@@ -306,6 +354,7 @@ class StateForm(forms.Form):
             "entities": data["entities"],
             "threads": data["threads"],
             "inventory": data["inventory"],
+            "party": data["party"] if "party" in self.fields else self.shown.as_document().get("party"),
         }
 
 

@@ -28,6 +28,8 @@ GROUPS = {
     "knowledge_inspiration": "knowledge",
     "ai_instructions": "campaign",
     "persona": "campaign",
+    "cast": "campaign",
+    "director_note": "campaign",
     "plot_essentials": "campaign",
     "authors_note": "campaign",
     "history": "history",
@@ -59,6 +61,8 @@ LABELS = {
     "knowledge_inspiration": "Lore: inspiration",
     "ai_instructions": "AI instructions",
     "persona": "Your character",
+    "cast": "Who is present",
+    "director_note": "Director's note (game master only)",
     "plot_essentials": "Plot essentials",
     "authors_note": "Author's note",
     "history": "Story so far",
@@ -253,6 +257,8 @@ def _state(value) -> dict | None:
         "summary": state.scene.summary,
         "location": state.scene.location,
         "inventory": list(state.inventory),
+        "party": [{"name": seat.name, "location": seat.location, "inventory": list(seat.inventory)}
+                  for seat in state.party],
         "entities": [
             {"id": e.id, "label": e.label, "status": e.status, "location": e.location, "items": list(e.items),
              "aliases": list(e.aliases)}

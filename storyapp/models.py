@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from endpoints.models import EndpointProfile
 from lifecycle.queryset import LifecycleQuerySet, Vocabulary
@@ -73,6 +74,9 @@ class Campaign(models.Model):
     review = models.BooleanField(default=False)
     #: The game master's direction to the narrator, seen by no player.
     director_note = models.TextField(blank=True)
+    #: Seats a bundle brought ({"name", "description", "role"}), as text:
+    #: bundles carry seats, never accounts, so no member holds them.
+    imported_seats = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-updated"]
@@ -115,7 +119,14 @@ class Membership(models.Model):
 
     class Meta:
         ordering = ["joined", "id"]
-        constraints = [models.UniqueConstraint(fields=["campaign", "user"], name="one_membership_per_reader")]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "user"], name="one_membership_per_reader"),
+            # Seats are told apart by name, in the story and to the narrator.
+            models.UniqueConstraint(
+                Lower("seat_name"), "campaign", condition=~Q(seat_name=""), name="one_seat_name_per_campaign",
+                violation_error_message="Another seat of this story already has that name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.campaign} ({self.role})"

@@ -30,7 +30,7 @@ from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 from lifecycle import policy, sending
 
-from . import derived, prompting, stateblock
+from . import derived, prompting, selectors, stateblock
 from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ def _finish(
         # A finished reply's block moves the state this action stores; a
         # stopped or failed one leaves it as the turn found it.
         forbidden = tuple((c.get("from", ""), c.get("to", "")) for c in action.campaign.forbidden_status_changes)
-        outcome = apply_block(action.state, block, forbidden=forbidden)
+        outcome = apply_block(action.state, block, forbidden=forbidden, seats=selectors.seat_names(action.campaign))
         changes |= {"state": outcome.state, "state_rejections": list(outcome.refused)}
         built.report["state_events"] = outcome.as_record()
         # Robust: derived work never fails the narration that gave rise to it.

@@ -22,7 +22,7 @@ from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
 
-from . import derivedjobs, lineage, modelprose, recall, worldinfo_turn
+from . import derivedjobs, lineage, modelprose, recall, selectors, worldinfo_turn
 from .summaries import summary_chain
 from .models import Action, Campaign, ContextSnapshot, DerivedJob
 
@@ -44,7 +44,20 @@ def campaign_record(campaign: Campaign) -> records.Campaign:
         narration_length=campaign.narration_length,
         canon_rules=tuple(campaign.canon_rules),
         forbidden_status_changes=tuple((c["from"], c["to"]) for c in campaign.forbidden_status_changes),
+        cast=cast(campaign),
+        director_note=campaign.director_note,
     )
+
+
+def cast(campaign: Campaign) -> tuple[records.Seat, ...]:
+    """Who is at a shared story's table: each player's seat, then the game
+    master's persona if they play one. Empty while the story has no
+    players, so a lone reader's prompt is as it always was."""
+    seats = tuple(records.Seat(name=name, description=description) for name, description in selectors.seats(campaign))
+    if seats and campaign.persona_name.strip():
+        # Described in the persona section already.
+        seats += (records.Seat(name=campaign.persona_name, game_master=True),)
+    return seats
 
 
 def settings_record(
@@ -109,7 +122,10 @@ def turn_inputs(
     window = lineage.window_covering(
         campaign.pk, position.pk if position else None, settings.context_token_budget
     )
-    history = tuple(modelprose.history_record(a) for a in window if a.in_story)
+    record = campaign_record(campaign)
+    # At a shared table the game master's seat-less actions are its persona's.
+    unseated = campaign.persona_name.strip() if record.cast else ""
+    history = tuple(modelprose.history_record(a, unseated=unseated) for a in window if a.in_story)
     last_narration = next((a for a in reversed(window) if a.kind == Action.Kind.AI and a.in_story), None)
     refusals = tuple(str(r) for r in (last_narration.state_rejections if last_narration else []) or [])
     state = campaign.state_at(position)
@@ -131,7 +147,7 @@ def turn_inputs(
         if with_knowledge else worldinfo_turn.TurnWorldInfo()
     )
     return records.TurnInputs(
-        campaign=campaign_record(campaign),
+        campaign=record,
         settings=settings,
         history=history,
         history_total=(position.depth + 1 if position else 0) + (1 if player_text.strip() else 0),

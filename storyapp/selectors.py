@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef
 
 from . import lineage
-from .models import Action, Campaign, ContextSnapshot, DerivedJob
+from .models import Action, Campaign, ContextSnapshot, DerivedJob, Membership
 
 #: Branch ends the branch view lists, the most recently written first.
 BRANCHES_SHOWN = 50
@@ -63,3 +63,16 @@ def derived_trouble(campaign: Campaign) -> list[DerivedJob]:
         return []
     ids = lineage.ids(campaign.pk, campaign.head_id)
     return [job for job in failed if job.anchor_id in ids]
+
+
+def seats(campaign: Campaign) -> list[tuple[str, str]]:
+    """The (name, description) of each player's seat, in the order they
+    joined: who is at a shared story's table. Empty for a lone reader."""
+    return list(
+        Membership.objects.filter(campaign=campaign, role=Membership.Role.PLAYER)
+        .exclude(seat_name="").values_list("seat_name", "seat_description")
+    )
+
+
+def seat_names(campaign: Campaign) -> tuple[str, ...]:
+    return tuple(name for name, _ in seats(campaign))

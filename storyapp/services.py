@@ -124,14 +124,16 @@ def story_open(*, campaign: Campaign, now: datetime) -> Action | None:
 
 
 @transaction.atomic
-def turn_submit(*, campaign: Campaign, text: str, now: datetime) -> tuple[Action | None, Action]:
+def turn_submit(
+    *, campaign: Campaign, text: str, now: datetime, author=None, seat_name: str = "",
+) -> tuple[Action | None, Action]:
     """Stores the reader's action under the head and a pending narration after
     it, moves the head, and queues the narration once the transaction commits
     (see `turn_place`). Refused while a narration is in flight."""
     campaign = _locked(campaign)
     _refuse_while_narrating(_head(campaign))
     _refuse_over_reader_cap(campaign)
-    return turn_place(campaign=campaign, text=text, now=now)
+    return turn_place(campaign=campaign, text=text, now=now, author=author, seat_name=seat_name)
 
 
 @transaction.atomic
@@ -148,7 +150,9 @@ def turn_place(
     round's actions, answered together): otherwise, at a reader's action
     that has no narration in the story (its narration failed, or came from
     an older install), new text replaces it as a branch, and empty text
-    narrates it.
+    narrates it. `author` and `seat_name` say who sent the action and from
+    which seat (none: the campaign's persona, as a lone reader has always
+    played).
     """
     campaign = _locked(campaign)
     head = _head(campaign)

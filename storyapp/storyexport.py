@@ -19,12 +19,18 @@ def story_actions(campaign: Campaign, *, with_reader: bool) -> list[Action]:
     return [a for a in actions if a.in_story and (with_reader or a.kind != Action.Kind.PLAYER)]
 
 
+def speaker(campaign: Campaign, action: Action) -> str:
+    """Who a reader's action is written as: its seat in a shared story, else
+    the campaign's persona (the game master's, or a lone reader's)."""
+    return action.seat_name or campaign.persona_name or "You"
+
+
 def as_markdown(campaign: Campaign, *, with_reader: bool) -> str:
     parts = [f"# {campaign.title}"]
     for action in story_actions(campaign, with_reader=with_reader):
         if action.kind == Action.Kind.PLAYER:
             quoted = "\n".join(f"> {line}" if line else ">" for line in action.text.splitlines())
-            parts.append(f"> **{campaign.persona_name or 'You'}:**\n{quoted}")
+            parts.append(f"> **{speaker(campaign, action)}:**\n{quoted}")
         else:
             parts.append(action.text.strip())
     return "\n\n".join(parts) + "\n"

@@ -210,7 +210,8 @@ def submit(*, place: Place, text: str, now: datetime) -> None:
     into the story as soon as its place comes."""
     campaign = place.campaign
     if not is_shared(campaign):
-        services.turn_submit(campaign=campaign, text=text, now=now)
+        # A lone reader is the campaign's owner, playing its persona.
+        services.turn_submit(campaign=campaign, text=text, now=now, author=campaign.owner, seat_name=place.seat_name)
         return
     settle(campaign=campaign, now=now)
     text = text.strip()

@@ -13,6 +13,7 @@ from .views import (
     derived,
     export,
     inspector,
+    members,
     panel,
     play,
     stream,
@@ -46,6 +47,13 @@ campaign_patterns = [
     path("export/story.md", export.story_export, {"as_html": False}, name="story_export_markdown"),
     path("export/story.html", export.story_export, {"as_html": True}, name="story_export_html"),
     path("export/bundle.json", export.campaign_export_bundle, name="campaign_export_bundle"),
+    path("members/", members.campaign_members, name="campaign_members"),
+    path("members/invite/", members.member_invite, name="member_invite"),
+    path("members/seat/", members.seat_edit, name="seat_edit"),
+    path("members/leave/", members.member_leave, name="member_leave"),
+    path("members/<int:member_id>/", members.member_change, name="member_change"),
+    path("members/<int:member_id>/remove/", members.member_remove, name="member_remove"),
+    path("members/<int:member_id>/hand-over/", members.campaign_hand_over, name="campaign_hand_over"),
 ]
 
 # The admin's log-in goes through the same throttle as the reader's.

@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 
 from contextbuild.tokens import count_tokens
 from endpoints.models import EndpointProfile
-from storyapp.models import Action, Campaign, Memory, Membership
+from storyapp.models import Action, Campaign, Membership, Memory
 
 PASSWORD = "correct horse battery staple"
 
@@ -43,13 +43,16 @@ class CampaignFactory(factory.django.DjangoModelFactory):
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):
+    """A player in someone's campaign, seated as a character of their own
+    (a watcher, `role=Membership.Role.WATCHER`, holds no seat)."""
+
     class Meta:
         model = Membership
 
     campaign = factory.SubFactory(CampaignFactory)
     user = factory.SubFactory(UserFactory)
     role = Membership.Role.PLAYER
-    seat_name = factory.Sequence(lambda n: f"Seat {n}")
+    seat_name = factory.LazyAttributeSequence(lambda o, n: f"Seat {n}" if o.role == Membership.Role.PLAYER else "")
 
 
 class ActionFactory(factory.django.DjangoModelFactory):
@@ -159,3 +162,4 @@ class EntryFactory(factory.Factory):
     content = factory.LazyAttribute(lambda o: f"About {o.title}.")
     fingerprint = factory.LazyAttribute(lambda o: f"{o.key}:{o.content}")
     tokens = factory.LazyAttribute(lambda o: len(o.content.split()))
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from knowledge.lorebooks.stored import expand
 
-from ..models import Action, Campaign, ContextSnapshot, Memory, Summary
+from ..models import Action, Campaign, ContextSnapshot, Membership, Memory, Summary
 from . import FORMAT, VERSION
 
 
@@ -34,6 +34,7 @@ def export(campaign: Campaign) -> dict:
             "narration_length": campaign.narration_length,
             "canon": {"rules": campaign.canon_rules, "forbidden_status_changes": campaign.forbidden_status_changes},
         },
+        "seats": _seats(campaign),
         "narrative_state": campaign.state_at(head),
         "actions": [
             {
@@ -41,6 +42,7 @@ def export(campaign: Campaign) -> dict:
                 "parent": _ref(a.parent_id) if a.parent_id else None,
                 "kind": a.kind,
                 "text": a.text,
+                "seat_name": a.seat_name,
                 "state": a.state,
             }
             for a in actions
@@ -69,6 +71,18 @@ def export(campaign: Campaign) -> dict:
         ],
         **_long_memory(campaign, kept),
     }
+
+
+def _seats(campaign: Campaign) -> list[dict]:
+    """The campaign's seats as text: its members' (never who holds them) and
+    those an earlier import brought that no member holds now."""
+    seats = [
+        {"name": name, "description": description, "role": role}
+        for name, description, role in Membership.objects.filter(campaign=campaign).exclude(seat_name="")
+        .values_list("seat_name", "seat_description", "role")
+    ]
+    held = {seat["name"] for seat in seats}
+    return seats + [dict(seat) for seat in campaign.imported_seats if seat.get("name") not in held]
 
 
 def _ref(pk: int) -> str:

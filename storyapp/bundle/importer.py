@@ -36,7 +36,7 @@ def _write(plan: dict, owner) -> Campaign:
         state = item.state if item.state is not None else (parent.state if parent is not None else plan["state"])
         created[ref] = Action.objects.create(
             campaign=campaign, parent=parent, depth=parent.depth + 1 if parent else 0, kind=item.kind,
-            text=item.text, token_count=count_tokens(item.text), state=state,
+            text=item.text, token_count=count_tokens(item.text), state=state, seat_name=item.seat_name,
         )
     if plan["head"] is not None:
         campaign.head = created[plan["head"]]

@@ -12,7 +12,7 @@ from contextbuild.memories import MAX_CHARS as MAX_MEMORY_CHARS
 from knowledge import services as knowledge
 from knowledge.lorebooks import Entry, Lorebook, json_fault
 
-from ..models import Action, Campaign, Memory
+from ..models import Action, Campaign, Membership, Memory
 from . import FORMAT, VERSION, BundleError
 
 KINDS = {choice.value for choice in Action.Kind}
@@ -25,6 +25,12 @@ AUTHORITIES = {choice.value for choice in Memory.Authority}
 #: the deepest layer of summaries of summaries.
 MAX_SUMMARY_CHARS = 6000
 MAX_SUMMARY_LEVEL = 64
+ROLES = {choice.value for choice in Membership.Role}
+#: A seat's name as Membership and Action keep it; its description, and the
+#: most seats one table has (they all go into every prompt's cast).
+MAX_SEAT_NAME = Membership._meta.get_field("seat_name").max_length
+MAX_SEAT_DESCRIPTION = 2000
+MAX_SEATS = 50
 
 
 def parse(raw: bytes | str, *, name: str) -> dict:
@@ -48,6 +54,7 @@ class _Action:
     kind: str
     text: str
     state: dict | None
+    seat_name: str = ""
 
 
 def validate(bundle) -> dict:
@@ -105,6 +112,7 @@ def validate(bundle) -> dict:
         })
     summaries = _summaries(bundle, order)
     memories = _memories(bundle, order, summaries)
+    seats = _seats(bundle)
     return {
         "summaries": summaries,
         "memories": memories,
@@ -120,6 +128,7 @@ def validate(bundle) -> dict:
             "narration_length": length,
             "canon": {"rules": rules, "forbidden_status_changes": [{"from": c["from"], "to": c["to"]} for c in forbidden]},
             "initial_state": state,
+            "imported_seats": seats,
         },
         "state": state,
         "actions": order,
@@ -175,7 +184,41 @@ def _action(item, index: int) -> _Action:
         kind=kind,
         text=_require(item, "text", str, where),
         state=_require(item, "state", dict, where, optional=True),
+        seat_name=_seat_name(item, "seat_name", where),
     )
+
+
+def _seat_name(item: dict, key: str, where: str) -> str:
+    """A seat's name: one line of text, no longer than a seat's name field."""
+    name = " ".join(_text(item, key, where).split())
+    if len(name) > MAX_SEAT_NAME:
+        raise BundleError(f"{where}: a seat's name is at most {MAX_SEAT_NAME} characters.")
+    return name
+
+
+def _seats(bundle: dict) -> list[dict]:
+    """The bundle's seats, as text (name, description, role): optional, and
+    absent in bundles from before stories were shared."""
+    seats: list[dict] = []
+    items = _require(bundle, "seats", list, "bundle", optional=True) or []
+    if len(items) > MAX_SEATS:
+        raise BundleError(f"bundle.seats has {len(items)} seats; at most {MAX_SEATS} are accepted.")
+    for index, item in enumerate(items):
+        where = f"seats[{index}]"
+        _object(item, where)
+        name = _seat_name(item, "name", where)
+        if not name:
+            raise BundleError(f"{where}.name is empty.")
+        if any(seat["name"] == name for seat in seats):
+            raise BundleError(f"Two seats share the name “{name}”.")
+        description = _text(item, "description", where).strip()
+        if len(description) > MAX_SEAT_DESCRIPTION:
+            raise BundleError(f"{where}.description is at most {MAX_SEAT_DESCRIPTION:,} characters.")
+        role = _require(item, "role", str, where, optional=True) or Membership.Role.PLAYER
+        if role not in ROLES:
+            raise BundleError(f"{where}.role should be player or watcher, not “{role[:40]}”.")
+        seats.append({"name": name, "description": description, "role": str(role)})
+    return seats
 
 
 def _tree_order(actions: list[_Action]) -> dict[str, _Action]:

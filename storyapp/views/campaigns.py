@@ -19,7 +19,7 @@ from ..bundle import BundleError
 from ..bundle.importer import import_and_queue
 from ..bundle.validate import parse
 from ..forms import BundleUploadForm, CampaignForm, CardUploadForm
-from ..models import Campaign
+from ..models import Campaign, Membership
 
 
 @login_required
@@ -28,7 +28,12 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
 
 
 def _campaign_list(request: HttpRequest) -> HttpResponse:
-    campaigns = Campaign.objects.filter(owner=request.user).select_related("head")
+    """The reader's own campaigns, and those shared with them with their
+    place in each (what a row may offer depends on it)."""
+    campaigns = list(Campaign.objects.of_member(request.user).select_related("head"))
+    seats = {m.campaign_id: m for m in Membership.objects.filter(user=request.user)}
+    for campaign in campaigns:
+        campaign.membership = seats.get(campaign.pk)
     return render(request, "storyapp/campaign_list.html", {"campaigns": campaigns, "import_form": BundleUploadForm()})
 
 

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import services
+from .. import selectors, services
 from ..access import campaign_for, place_for
 from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Campaign
@@ -64,7 +64,7 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
         context = {"campaign": campaign, **state_panel(campaign, head_of(campaign))}
         return render(request, "storyapp/play.html#state", context)
     campaign = campaign_for(request, pk)
-    form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)))
+    form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)), seats=selectors.seat_names(campaign))
     saved = form.is_valid() and _state_saved(campaign, form)
     if saved and not request.htmx:
         messages.success(request, "Story state saved. The next turn reads it.")

@@ -13,7 +13,7 @@ from django_htmx.http import trigger_client_event
 import quotas
 
 from .. import lineage, selectors, services, turnorder
-from ..access import action_for, actor_for, campaign_for, place_for, readable_action
+from ..access import Place, action_for, actor_for, campaign_for, place_for, readable_action
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign
 from .params import number_param
@@ -49,6 +49,7 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     actions = lineage.window(campaign.pk, before.parent_id, STORY_PAGE)
     return render(request, "storyapp/play.html#earlier", {
         "campaign": campaign,
+        "place": place,
         "actions": actions,
         "inspectable": selectors.with_snapshots(actions),
         "earlier": actions[0] if actions and actions[0].parent_id else None,
@@ -57,15 +58,18 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _story_response(
     request: HttpRequest, campaign: Campaign, *, error: str = "", text: str = "", status: int = 409,
+    place: Place | None = None,
 ) -> HttpResponse:
     """The story after a command: the #story partial for htmx; without
     JavaScript, a redirect, or on a refusal the whole page again with the
     reader's typed text still in the box. A refusal is answered `status`
-    (409: not now, in this story's state; 400: the input itself)."""
+    (409: not now, in this story's state; 400: the input itself). Without
+    a `place` the page is the game master's."""
     if not request.htmx and not error:
         return redirect("campaign_play", pk=campaign.pk)
     campaign.refresh_from_db()
     context = story_context(campaign)
+    context["place"] = place
     context["error"] = error
     status = status if error else 200
     if request.htmx:
@@ -82,15 +86,16 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     form = TurnForm(request.POST)
     typed = request.POST.get("text", "")
     if not form.is_valid():
-        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400)
+        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400,
+                               place=place)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
         turnorder.submit(place=place, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc), text=typed)
+        return _story_response(request, campaign, error=str(exc), text=typed, place=place)
     except quotas.OverQuota as exc:
-        return quotas.over_quota(_story_response(request, campaign, error=str(exc), text=typed), exc)
-    response = _story_response(request, campaign)
+        return quotas.over_quota(_story_response(request, campaign, error=str(exc), text=typed, place=place), exc)
+    response = _story_response(request, campaign, place=place)
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
 
@@ -166,11 +171,12 @@ def action_delete(request: HttpRequest, pk: int, action_id: int) -> HttpResponse
 @login_required
 def action_detail(request: HttpRequest, pk: int, action_id: int) -> HttpResponse:
     """One action, as the story shows it: what a finished stream swaps in."""
-    action = readable_action(place_for(request, pk), action_id)
+    place = place_for(request, pk)
+    action = readable_action(place, action_id)
     if not request.htmx:
         return redirect("campaign_play", pk=pk)
     return render(request, "storyapp/play.html#action", {
-        "campaign": action.campaign, "action": action, "inspectable": selectors.with_snapshots([action]),
+        "campaign": action.campaign, "place": place, "action": action, "inspectable": selectors.with_snapshots([action]),
     })
 
 

@@ -22,7 +22,7 @@ def state_panel(campaign: Campaign, head: Action | None, form: StateForm | None 
     """The story state panel's context: the form (bound when a correction
     was refused) and whether a narration in flight holds corrections back."""
     if form is None:
-        form = StateForm(state=campaign.state_at(head))
+        form = StateForm(state=campaign.state_at(head), seats=selectors.seat_names(campaign))
     return {
         "state_form": form,
         "state_busy": head is not None and head.in_flight,

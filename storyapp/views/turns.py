@@ -45,5 +45,5 @@ def turn_pass(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         turnorder.turn_pass(place=place, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, place.campaign, error=str(exc))
-    return _story_response(request, place.campaign)
+        return _story_response(request, place.campaign, error=str(exc), place=place)
+    return _story_response(request, place.campaign, place=place)

@@ -309,7 +309,7 @@ def test_report_has_the_stored_shape_and_survives_json():
     inputs = full_turn(derived=({"job": "memories", "state": "failing", "error": "timeout"},))
     report = build_context(inputs).report
     assert set(report) == {"sections", "prompt", "tokens", "window", "memories", "summary",
-                           "derived", "knowledge", "history", "settings", "state", "window_advice", "world_info"}
+                           "derived", "cast", "knowledge", "history", "settings", "state", "window_advice", "world_info"}
     assert set(report["tokens"]) == {"total", "budget", "configured_budget", "output_reserve",
                                      "prompt_capacity", "ratio_budgeted", "ratio_on_profile",
                                      "protected", "available_for_history", "history_spent",

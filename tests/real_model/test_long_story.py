@@ -31,10 +31,20 @@ def carries_a_summary(narration: Action) -> bool:
     return bool(summary and summary.get("parts"))
 
 
+def turn_record(campaign, narration: Action) -> str:
+    """One line of what a turn's prompt did with the story, for the failure report."""
+    history = ContextSnapshot.objects.filter(action=narration).values_list("report__history", flat=True).first() or {}
+    jobs = DerivedJob.objects.filter(campaign=campaign, kind=DerivedJob.Kind.SUMMARY)
+    return (f"story {story_tokens(campaign)} tokens, history anchor {history.get('anchor')}, "
+            f"summary carried {carries_a_summary(narration)}, summary jobs "
+            f"{[(j.state, j.error[:80]) for j in jobs]}")
+
+
 def test_a_story_past_its_2048_token_window_finishes_every_turn(reader):
     started = time.monotonic()
     seconds, outcomes = [], []
     past = None
+    record = []
     for text in ACTIONS:
         turn_started = time.monotonic()
         narration, shown = reader.turn(text)
@@ -44,6 +54,7 @@ def test_a_story_past_its_2048_token_window_finishes_every_turn(reader):
             f"turn {len(outcomes)} ended {narration.status}: {narration.error}"
         )
         assert narration.text and shown.strip().startswith(narration.text[:40].strip())
+        record.append(f"turn {len(outcomes)}: {turn_record(reader.campaign, narration)}")
         if past is None and story_tokens(reader.campaign) > CONTEXT_TOKENS and carries_a_summary(narration):
             past = len(outcomes)
         if past is not None and len(outcomes) >= past + TURNS_PAST_THE_WINDOW:
@@ -55,7 +66,7 @@ def test_a_story_past_its_2048_token_window_finishes_every_turn(reader):
         f"median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s a turn"
     )
 
-    assert past is not None, f"{played} turns never outgrew the window with a summary carried"
+    assert past is not None, f"{played} turns never outgrew the window with a summary carried:\n" + "\n".join(record)
     assert all(status == Action.Status.DONE and not error for status, error in outcomes)
     narrations = Action.objects.filter(campaign=reader.campaign, kind=Action.Kind.AI)
     assert narrations.count() == played

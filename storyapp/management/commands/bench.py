@@ -23,7 +23,8 @@ after):
 - the peak memory a fresh worker process adds while indexing a 5 MB file, above its baseline with the tokenizer.
 
 `--quick` uses fewer runs, and 10k instead of 100k passages, to finish in under two minutes. It never fails on
-a figure: it prints them.
+a figure: it prints them. `--database-only` leaves out the figures no database changes (the World Info engine,
+the instruct templates, regex key matching, the local model's own speed), for a second run on another engine.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--quick", action="store_true", help="Fewer runs and at most 10k passages (under two minutes).")
+        parser.add_argument("--database-only", action="store_true",
+                            help="Only the figures a database changes (for a second run on another engine).")
         parser.add_argument("--json", dest="json_file", metavar="FILE", help="Also write the figures to FILE as JSON.")
 
-    def handle(self, *args, quick: bool, json_file: str | None, **options):
+    def handle(self, *args, quick: bool, database_only: bool, json_file: str | None, **options):
         self.quick = quick
+        self.database_only = database_only
         self.runs = 8 if quick else 30
         self.sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
         started = time.perf_counter()
@@ -134,10 +138,11 @@ class Command(BaseCommand):
             finally:
                 clear_cache()
             self._worker_memory()
-        world_info, templates = world_info_rows(self.runs), template_rows(self.runs)
+        world_info, templates = ([], []) if database_only else (world_info_rows(self.runs), template_rows(self.runs))
         self.figures += [figure(name, "ms", samples, note) for name, samples, note in world_info + templates]
         self._print(time.perf_counter() - started)
-        self.stdout.write(world_info_summary(world_info) + "\n" + template_summary(templates))
+        if not database_only:
+            self.stdout.write(world_info_summary(world_info) + "\n" + template_summary(templates))
         if json_file:
             with open(json_file, "w") as out:
                 json.dump({"database": connection.vendor, "quick": quick, "figures": [asdict(f) for f in self.figures]},
@@ -157,7 +162,8 @@ class Command(BaseCommand):
         empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
         self._turn_overhead(empty, "empty library")
         self._retrieval_and_large_overhead()
-        self._regex_keys(settings.KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN)
+        if not self.database_only:
+            self._regex_keys(settings.KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN)
         self._import_throughput()
         self._local_embeddings()
 
@@ -316,6 +322,26 @@ class Command(BaseCommand):
         if why:
             self.skipped.append(f"local embeddings: skipped, {why}")
             return
+        if not self.database_only:
+            self._local_model_speed(model)
+        profile = EndpointProfile.objects.create(
+            name=f"bench-local-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator", embedding_model=model,
+        )
+        campaign = Campaign.objects.create(owner=self.owner, title="Bench: local embeddings", endpoint=profile)
+        imported = []
+        for run in range(2):
+            started = time.perf_counter()
+            source = knowledge_services.source_create(
+                campaign=campaign, filename=f"local-{run}.md", text=generated_markdown(100_000, seed=90 + run),
+                enqueue=False,
+            )
+            source = knowledge_services.source_index_now(source)
+            assert source.index_state == KnowledgeSource.IndexState.READY and not source.error, source.error
+            imported.append(source.passage_count / (time.perf_counter() - started))
+        self.figures.append(figure(f"import to ready, embedded with {model}", "passages/s", imported))
+
+    def _local_model_speed(self, model: str) -> None:
+        """The model's own speed, which no database changes."""
         # 300-token passages (cl100k), the size the reference figures are for.
         tokens = encoding().encode(generated_markdown(400_000, seed=80))
         passages = [encoding().decode(tokens[i : i + 300]) for i in range(0, 300 * 128, 300)]
@@ -334,21 +360,6 @@ class Command(BaseCommand):
         self.figures.append(figure(f"local embedding, {model}, one query", "ms", timed(
             lambda: localembed.encode(model, [scene]), 30,
         )))
-        profile = EndpointProfile.objects.create(
-            name=f"bench-local-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator", embedding_model=model,
-        )
-        campaign = Campaign.objects.create(owner=self.owner, title="Bench: local embeddings", endpoint=profile)
-        imported = []
-        for run in range(2):
-            started = time.perf_counter()
-            source = knowledge_services.source_create(
-                campaign=campaign, filename=f"local-{run}.md", text=generated_markdown(100_000, seed=90 + run),
-                enqueue=False,
-            )
-            source = knowledge_services.source_index_now(source)
-            assert source.index_state == KnowledgeSource.IndexState.READY and not source.error, source.error
-            imported.append(source.passage_count / (time.perf_counter() - started))
-        self.figures.append(figure(f"import to ready, embedded with {model}", "passages/s", imported))
 
     def _worker_memory(self) -> None:
         """In fresh processes, as a worker would be: the growth above the

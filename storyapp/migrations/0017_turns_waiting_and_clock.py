@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('storyapp', '0014_members_seats_turn_order'),
+        ('storyapp', '0016_seats_imported_seats'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
