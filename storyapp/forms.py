@@ -165,6 +165,16 @@ class TurnForm(forms.Form):
     text = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}))
 
 
+class TurnOrderForm(forms.Form):
+    """The game master's choice of turn order and timer (storyapp.turnorder)."""
+
+    turn_mode = forms.ChoiceField(choices=Campaign.TurnMode.choices, label="Turn order")
+    turn_seconds = forms.IntegerField(
+        min_value=0, max_value=86400, initial=0, label="Timer (seconds)",
+        help_text="How long a round, or a seat's turn, may last; 0 for no timer.",
+    )
+
+
 class MemoryForm(forms.ModelForm):
     """The story's memory fields, edited beside the story; the next turn reads them."""
 

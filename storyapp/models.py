@@ -132,6 +132,43 @@ class Membership(models.Model):
         return f"{self.user} in {self.campaign} ({self.role})"
 
 
+class WaitingTurn(models.Model):
+    """A member's action kept while the narrator answers another one
+    (storyapp.turnorder): it joins the story, in arrival order, once the
+    narration before it is done. It is no Action until then, so the story
+    tree, undo and branches never hold a turn that has no place yet."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="waiting_turns")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seat_name = models.CharField(max_length=100, blank=True)
+    text = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"Waiting turn #{self.pk} in {self.campaign}"
+
+
+class TurnClock(models.Model):
+    """Where a shared campaign's round or turn stands (storyapp.turnorder)."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="turn_clock")
+    #: When the current round or seat's turn began; None while the narrator
+    #: writes, since no one's time runs out waiting for it.
+    started = models.DateTimeField(null=True, blank=True)
+    #: Turns: the seat whose turn it is (None: the first seat's).
+    seat = models.ForeignKey(Membership, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: Rounds: the ids of the readers who passed this round.
+    passed = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"Turn clock of {self.campaign}"
+
+
 class ActionQuerySet(LifecycleQuerySet):
     """Narrations' lifecycle: pending, streaming, and the worker's heartbeat."""
 

@@ -52,9 +52,9 @@ def _move_head(campaign: Campaign, action: Action | None, *, now: datetime) -> N
 def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,
             status: str = Action.Status.DONE, now: datetime, author=None, seat_name: str = "") -> Action:
     return Action.objects.create(
+        campaign=campaign,
         author=author,
         seat_name=seat_name,
-        campaign=campaign,
         parent=parent,
         depth=parent.depth + 1 if parent is not None else 0,
         kind=kind,
@@ -128,36 +128,52 @@ def turn_submit(
     *, campaign: Campaign, text: str, now: datetime, author=None, seat_name: str = "",
 ) -> tuple[Action | None, Action]:
     """Stores the reader's action under the head and a pending narration after
-    it, moves the head, and queues the narration once the transaction commits.
+    it, moves the head, and queues the narration once the transaction commits
+    (see `turn_place`). Refused while a narration is in flight."""
+    campaign = _locked(campaign)
+    _refuse_while_narrating(_head(campaign))
+    _refuse_over_reader_cap(campaign)
+    return turn_place(campaign=campaign, text=text, now=now, author=author, seat_name=seat_name)
+
+
+@transaction.atomic
+def turn_place(
+    *, campaign: Campaign, text: str, now: datetime, author=None, seat_name: str = "",
+    stack: bool = False, narrate: bool = True,
+) -> tuple[Action | None, Action | None]:
+    """Puts a turn into the story at the head, the narrator being idle (the
+    caller has checked): the action, then (`narrate`) a pending narration
+    queued once the transaction commits; the head moves to the last.
 
     Empty text means "continue": the narrator writes on with no new action.
-    A reader's action is never stacked on another one: at a reader's action
-    that has no narration in the story (its narration failed, or came from an
-    older install), new text replaces it as a branch, and empty text
+    A reader's action is stacked on another one only when asked (`stack`: a
+    round's actions, answered together): otherwise, at a reader's action
+    that has no narration in the story (its narration failed, or came from
+    an older install), new text replaces it as a branch, and empty text
     narrates it. `author` and `seat_name` say who sent the action and from
     which seat (none: the campaign's persona, as a lone reader has always
     played).
     """
     campaign = _locked(campaign)
     head = _head(campaign)
-    _refuse_while_narrating(head)
-    _refuse_over_reader_cap(campaign)
     text = text.strip()
-    player = None
+    player = narration = None
     parent = head
     if head is not None and head.kind == Action.Kind.AI and not head.in_story:
         # A failed or empty narration is not part of the story: the new turn
         # replaces it, and it stays behind as an abandoned branch.
         parent = head.parent
-    if text and parent is not None and parent.kind == Action.Kind.PLAYER:
+    if text and not stack and parent is not None and parent.kind == Action.Kind.PLAYER:
         parent = parent.parent
     if text:
         player = _append(campaign, parent, kind=Action.Kind.PLAYER, text=text, now=now,
                          author=author, seat_name=seat_name)
         parent = player
-    narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
-    _move_head(campaign, narration, now=now)
-    _enqueue_narration(narration)
+    if narrate:
+        narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
+        _enqueue_narration(narration)
+    if narration or player:
+        _move_head(campaign, narration or player, now=now)
     return player, narration
 
 

@@ -1,16 +1,19 @@
 from celery import shared_task
+from django.utils import timezone
 
 from endpoints.embeddings import EmbeddingUnavailable
 from lifecycle import policy
 
-from . import derived, memories, narration
+from . import derived, memories, narration, turnorder
 from .models import DerivedJob
 
 
 @shared_task(ignore_result=True)
 def narrate_action(action_id: int) -> None:
-    """Thin wrapper: the claim inside `narrate` makes a second copy (the sweep's re-send) harmless."""
+    """Thin wrapper: the claim inside `narrate` makes a second copy (the sweep's re-send) harmless,
+    and a shared campaign's next waiting action takes its place after it (idempotent too)."""
     narration.narrate(action_id)
+    turnorder.after_narration(action_id=action_id, now=timezone.now())
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=DerivedJob.MAX_ATTEMPTS - 1)

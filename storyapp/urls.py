@@ -18,6 +18,7 @@ from .views import (
     play,
     review,
     stream,
+    turns,
 )
 
 campaign_patterns = [
@@ -29,6 +30,9 @@ campaign_patterns = [
     path("undo/", play.turn_undo, name="turn_undo"),
     path("redo/", play.turn_redo, name="turn_redo"),
     path("retry/", play.turn_retry, name="turn_retry"),
+    path("turn-order/", turns.campaign_turn_order, name="campaign_turn_order"),
+    path("turn-order/close/", turns.round_close, name="round_close"),
+    path("turn-order/pass/", turns.turn_pass, name="turn_pass"),
     path("actions/<int:action_id>/", play.action_detail, name="action_detail"),
     path("actions/<int:action_id>/edit/", play.action_edit, name="action_edit"),
     path("actions/<int:action_id>/choose/", play.alternative_choose, name="alternative_choose"),

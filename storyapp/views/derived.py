@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from .. import derivedjobs
-from ..access import campaign_for
+from ..access import campaign_for, place_in
 from ..models import DerivedJob
 from .playpage import story_context
 
@@ -24,4 +24,4 @@ def derived_retry(request: HttpRequest, pk: int, job_id: int) -> HttpResponse:
     derivedjobs.retry_now(job)
     if not request.htmx:
         return redirect("campaign_play", pk=campaign.pk)
-    return render(request, "storyapp/play.html#story", story_context(campaign))
+    return render(request, "storyapp/play.html#story", story_context(campaign, place_in(campaign, request.user)))

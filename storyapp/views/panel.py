@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import review, selectors, services
-from ..access import campaign_for, place_for
+from ..access import campaign_for, place_for, place_in
 from ..forms import MemoryForm, StateForm, TurnForm
 from ..models import Campaign
 from .playpage import head_of, state_panel, story_context
@@ -78,5 +78,5 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
     status = 200 if saved else 400
     if request.htmx:
         return render(request, "storyapp/play.html#state", context, status=status)
-    context = {**story_context(campaign), "turn_form": TurnForm(), **context}
+    context = {**story_context(campaign, place_in(campaign, request.user)), "turn_form": TurnForm(), **context}
     return render(request, "storyapp/play.html", context, status=status)

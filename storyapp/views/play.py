@@ -12,7 +12,7 @@ from django_htmx.http import trigger_client_event
 
 import quotas
 
-from .. import lineage, selectors, services
+from .. import lineage, selectors, services, turnorder
 from ..access import Place, action_for, actor_for, campaign_for, place_for, place_in, readable_action
 from ..forms import ActionEditForm, TurnForm
 from ..models import Campaign
@@ -26,6 +26,8 @@ RESTORED_TURN_KEY = "loremaster.restored_turn"
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     place = place_for(request, pk)
+    turnorder.settle(campaign=place.campaign, now=timezone.now())
+    place.campaign.refresh_from_db()
     context = story_context(place.campaign, place)
     context["place"] = place
     context["turn_form"] = TurnForm()
@@ -89,8 +91,7 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
                                place=place)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
-        services.turn_submit(campaign=campaign, text=form.cleaned_data["text"], now=timezone.now(),
-                             author=request.user, seat_name=place.seat_name)
+        turnorder.submit(place=place, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
         return _story_response(request, campaign, error=str(exc), text=typed, place=place)
     except quotas.OverQuota as exc:

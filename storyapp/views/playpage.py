@@ -3,9 +3,11 @@ story, its alternatives and commands, and the side panel's forms."""
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from endpoints.client import endpoint_for
 
-from .. import lineage, review, selectors, services
+from .. import lineage, review, selectors, services, turnorder
 from ..access import Place
 from ..forms import MemoryForm, StateForm, TurnForm, WhisperForm
 from ..models import Action, Campaign, Membership, Whisper
@@ -76,6 +78,7 @@ def story_context(campaign: Campaign, place: Place | None = None) -> dict:
         "memory_form": MemoryForm(instance=campaign),
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
+        "turn": turnorder.turn_state(campaign, now=timezone.now()),
         **state_panel(campaign, review.state_head(head, game_master=place is not None and place.is_game_master)),
         **reading(place, [*actions, *alternatives]),
         **whispers_panel(campaign, place),

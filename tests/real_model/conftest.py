@@ -241,49 +241,57 @@ def campaign(alice, narrator) -> Campaign:
     return new_campaign(alice, narrator)
 
 
-#: What the reader does, turn after turn: plain second-person actions of the
-#: kind a reader types, long enough that the story outgrows the window.
+#: What the reader does, turn after turn: second-person actions of the kind
+#: a reader types, a sentence or two each, so the story outgrows the window
+#: within the long story's 40 turns even when the model answers in a line
+#: (SmolLM2 sometimes does, and then keeps to it: at a line a reply and a
+#: short action a turn, the window was outgrown only at turn 38).
 ACTIONS = [
-    "I pull my cloak tight and walk down the coast road toward Korrin.",
-    "I stop at the milestone and read what is carved on it.",
-    "I ask the old shepherd by the wall whether he has seen riders today.",
-    "I check that the sealed letter is still dry inside my coat.",
-    "I follow the path down to the shingle beach and look for a boat.",
-    "I offer the fisherman two silver coins to row me across the bay.",
-    "I watch the cliffs for any sign of the riders as we cross.",
-    "I climb out onto the jetty at Korrin and look for the harbour master's house.",
-    "I knock on the door of the harbour master's house.",
-    "I tell the servant that I carry a letter for the harbour master alone.",
-    "I wait in the cold hallway and study the maps on the wall.",
-    "I hand the letter over and watch his face as he reads it.",
-    "I ask him what the letter says and why it mattered so much.",
-    "I agree to carry his answer back along the coast road.",
-    "I buy bread and dried fish at the market before I leave.",
-    "I leave Korrin by the north gate as the light fails.",
-    "I find shelter in a ruined chapel for the night.",
-    "I light a small fire and listen to the wind in the broken roof.",
-    "I wake at a noise outside and reach for my knife.",
-    "I call out and ask who is there.",
-    "I let the stranger share the fire but keep the knife in my hand.",
-    "I ask the stranger where they are travelling.",
-    "I sleep lightly until the grey of dawn.",
-    "I set off again along the cliff path in the rain.",
-    "I wade across the swollen stream at the ford.",
-    "I dry my boots at a farmhouse and thank the farmer's wife.",
-    "I ask her about the riders she has seen on the road.",
-    "I take the shorter way over the moor, as she advised.",
-    "I stop at the standing stones and rest for a while.",
-    "I hide behind the largest stone when I hear horses.",
-    "I count the riders and note the colours they wear.",
-    "I wait until they are gone and then hurry on.",
-    "I reach the watchtower on the headland at noon.",
-    "I show the guard the harbour master's seal.",
-    "I climb the tower stairs to speak with the captain.",
-    "I give the captain the harbour master's answer.",
-    "I tell the captain about the riders on the moor.",
-    "I accept the captain's offer of a meal and a bed.",
-    "I look out from the tower at the sea before I sleep.",
-    "I set out for home at first light, my errand done.",
+    "I pull my cloak tight against the sleet and walk down the coast road toward Korrin, keeping to the verge "
+    "where the mud is firmer.",
+    "I stop at the old milestone, brush the lichen away with my glove and read what is carved on it, "
+    "the distances and the worn crest above them.",
+    "I ask the old shepherd by the dry-stone wall whether he has seen riders on the road today, and which way they went.",
+    "I check that the sealed letter is still dry inside my coat, wrapped in its oilcloth, the wax seal unbroken.",
+    "I follow the narrow path down the cliff to the shingle beach and look along the tideline for a boat and its owner.",
+    "I offer the fisherman two silver coins to row me across the bay before the tide turns, "
+    "and tell him I cannot wait for morning.",
+    "I watch the cliffs behind us for any sign of the riders as we cross, and ask the fisherman to keep low in the water.",
+    "I climb out onto the slippery jetty at Korrin, thank the fisherman, and look for the harbour master's house "
+    "among the warehouses.",
+    "I knock three times on the heavy door of the harbour master's house and wait, listening for footsteps inside.",
+    "I tell the servant who opens the door that I carry a letter for the harbour master alone, "
+    "and that it cannot wait.",
+    "I wait in the cold hallway and study the old sea maps on the wall, tracing the coast road I came along.",
+    "I hand the letter over and watch his face closely as he breaks the seal and reads it by the lamp.",
+    "I ask him quietly what the letter says and why it mattered so much that riders would follow me for it.",
+    "I agree to carry his answer back along the coast road, and ask what I should do if the riders find me.",
+    "I buy bread, cheese and dried fish at the market before I leave, and fill my flask at the town well.",
+    "I leave Korrin by the north gate as the light fails, nodding to the guards and keeping my hood up.",
+    "I find shelter for the night in a ruined chapel above the road, and check every corner before I settle.",
+    "I light a small fire behind the altar stone and listen to the wind moving through the broken roof.",
+    "I wake at a noise outside, a stone turning under a boot, and reach for my knife without a sound.",
+    "I call out into the dark and ask who is there, and say that I have a fire and nothing worth stealing.",
+    "I let the stranger share the fire but keep the knife in my hand, and watch their face in the firelight.",
+    "I ask the stranger where they are travelling and whether they have seen riders in grey and green.",
+    "I sleep lightly, the letter under my head, until the grey of dawn shows through the broken windows.",
+    "I set off again along the cliff path in the rain, keeping well back from the crumbling edge.",
+    "I wade across the swollen stream at the ford, holding my pack above the water, and climb the far bank.",
+    "I dry my boots by the fire at a farmhouse and thank the farmer's wife for the bowl of broth.",
+    "I ask her about the riders she has seen on the road this week, how many there were and what they asked.",
+    "I take the shorter way over the moor, as she advised, following the line of old cairns through the heather.",
+    "I stop at the standing stones on the hilltop and rest for a while, eating the last of the bread.",
+    "I hide behind the largest stone when I hear horses, and press myself flat against the cold rock.",
+    "I count the riders as they pass and note the colours they wear and the banner their leader carries.",
+    "I wait until the sound of hooves is gone and then hurry on across the moor toward the headland.",
+    "I reach the watchtower on the headland at noon and wave to the sentry on the wall above the gate.",
+    "I show the guard at the gate the harbour master's seal and ask to be taken to the captain at once.",
+    "I climb the winding tower stairs behind the guard to speak with the captain in his room at the top.",
+    "I give the captain the harbour master's answer and wait while he reads it, watching his hands.",
+    "I tell the captain about the riders on the moor, their number, their colours and the way they rode.",
+    "I accept the captain's offer of a hot meal and a bed in the tower, and thank him for his trust.",
+    "I look out from the tower window at the grey sea and the lights of the fishing boats before I sleep.",
+    "I set out for home at first light with my errand done, and take the coast road back the way I came.",
 ]
 
 

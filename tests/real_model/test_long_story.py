@@ -35,7 +35,7 @@ def turn_record(campaign, narration: Action) -> str:
     """One line of what a turn's prompt did with the story, for the failure report."""
     history = ContextSnapshot.objects.filter(action=narration).values_list("report__history", flat=True).first() or {}
     jobs = DerivedJob.objects.filter(campaign=campaign, kind=DerivedJob.Kind.SUMMARY)
-    return (f"story {story_tokens(campaign)} tokens, history anchor {history.get('anchor')}, "
+    return (f"narration {narration.token_count} tokens, story {story_tokens(campaign)} tokens, history anchor {history.get('anchor')}, "
             f"summary carried {carries_a_summary(narration)}, summary jobs "
             f"{[(j.state, j.error[:80]) for j in jobs]}")
 

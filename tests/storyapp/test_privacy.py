@@ -146,8 +146,8 @@ def _walk(client, method: str, known: dict, actions: list[Action], *, skip: froz
 @pytest.mark.parametrize(("reader", "theirs"), [
     # A watcher may only leave (walked last, by the test below).
     ("walt", frozenset({"member_leave"})),
-    # A player may act (their turn) and keep their own seat, and leave.
-    ("carol", frozenset({"member_leave", "turn_submit", "seat_edit"})),
+    # A player may act (their turn) or pass it, keep their own seat, and leave.
+    ("carol", frozenset({"member_leave", "turn_submit", "turn_pass", "seat_edit"})),
 ])
 def test_a_members_post_to_what_is_not_theirs_changes_nothing(client, alices_story, reader, theirs):
     campaign, actions = alices_story

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('storyapp', '0016_seats_imported_seats'),
+        ('storyapp', '0017_turns_waiting_and_clock'),
     ]
 
     operations = [
