@@ -74,6 +74,9 @@ class Campaign(models.Model):
     review = models.BooleanField(default=False)
     #: The game master's direction to the narrator, seen by no player.
     director_note = models.TextField(blank=True)
+    #: When the game master's page last followed the story (presence; a
+    #: member's is on their Membership).
+    game_master_seen = models.DateTimeField(null=True, blank=True)
     #: Seats a bundle brought ({"name", "description", "role"}), as text:
     #: bundles carry seats, never accounts, so no member holds them.
     imported_seats = models.JSONField(default=list, blank=True)
@@ -167,6 +170,31 @@ class TurnClock(models.Model):
 
     def __str__(self) -> str:
         return f"Turn clock of {self.campaign}"
+
+
+class CampaignEvent(models.Model):
+    """Something that changed in a campaign, kept in order so every member's
+    page can follow it live and a reconnect resumes where it left off
+    (storyapp.campaignevents). `audience` narrows who may see it."""
+
+    #: The audience of an event every member sees.
+    EVERYONE = ""
+    #: The audience of an event for the game master alone; any other
+    #: audience is a seat name, for that seat (and the game master).
+    GAME_MASTER = "gm"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict, blank=True)
+    audience = models.CharField(max_length=100, blank=True, default=EVERYONE)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["campaign", "id"], name="campaign_events_in_order")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} in campaign {self.campaign_id}"
 
 
 class ActionQuerySet(LifecycleQuerySet):

@@ -30,7 +30,7 @@ from endpoints.probing import count_on_server
 from endpoints.streaming import Meter, stream_reply
 from lifecycle import policy, sending
 
-from . import derived, prompting, review, selectors, stateblock
+from . import campaignevents, derived, prompting, review, selectors, stateblock
 from .models import Action, ContextSnapshot
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,10 @@ WORKERS_LOST = (
     "The worker writing this narration stopped {attempts} times, so it was given up. "
     "Your action is kept; press Retry."
 )
+
+
+#: The event told when a narration ends, by how it ended.
+FINISHED = {Action.Status.DONE: "narration-finished", Action.Status.FAILED: "narration-failed"}
 
 
 def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
@@ -72,7 +76,9 @@ def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
         # Conditional on the row as read, so two sweeps never both act.
         still = narrations.stale(now).filter(pk=action_id, status=status)
         if status == Action.Status.STREAMING and policy.gives_up(attempts, Action.MAX_ATTEMPTS):
-            count += still.fail(error=WORKERS_LOST.format(attempts=attempts), heartbeat=None)
+            if still.fail(error=WORKERS_LOST.format(attempts=attempts), heartbeat=None):
+                count += 1
+                _told_failed(action_id)
             continue
         # The heartbeat marks when it was last sent, so it is sent again
         # once a period, not on every sweep.
@@ -108,9 +114,12 @@ def operator_requeue(action_id: int, *, now: datetime) -> bool:
 def operator_fail(action_id: int) -> bool:
     """Ends a stuck narration as failed (the monitor's Fail): the reader's
     page settles at once, with Retry."""
-    return bool(Action.objects.filter(pk=action_id, kind=Action.Kind.AI).fail(
+    failed = bool(Action.objects.filter(pk=action_id, kind=Action.Kind.AI).fail(
         error=ENDED_BY_OPERATOR, heartbeat=None, stop_requested=True
     ))
+    if failed:
+        _told_failed(action_id)
+    return failed
 
 
 def claim(action_id: int, *, now: datetime) -> Action | None:
@@ -306,6 +315,9 @@ def _finish(
             "messages": _as_sent(built),
         },
     )
+    # A stop was told when it was pressed (services.narration_stop).
+    if status != Action.Status.STOPPED:
+        campaignevents.emit(action.campaign_id, FINISHED[status], {"action": action.pk})
 
 
 def _as_sent(built) -> list[dict]:
@@ -316,3 +328,9 @@ def _as_sent(built) -> list[dict]:
 
 def _fail(action: Action, message: str) -> None:
     Action.objects.filter(pk=action.pk).update(status=Action.Status.FAILED, error=message, heartbeat=None)
+    campaignevents.emit(action.campaign_id, FINISHED[Action.Status.FAILED], {"action": action.pk})
+
+
+def _told_failed(action_id: int) -> None:
+    campaign_id = Action.objects.values_list("campaign_id", flat=True).get(pk=action_id)
+    campaignevents.emit(campaign_id, FINISHED[Action.Status.FAILED], {"action": action_id})

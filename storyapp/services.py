@@ -21,7 +21,7 @@ from contextbuild.narrative import NarrativeState
 from contextbuild.tokens import count_tokens
 from lifecycle import sending
 
-from . import derived
+from . import campaignevents, derived
 from .models import Action, Campaign, ContextSnapshot
 from .narration import NARRATE
 
@@ -77,14 +77,24 @@ def _refuse_while_narrating(head: Action | None) -> None:
 def _refuse_over_reader_cap(campaign: Campaign) -> None:
     """One reader's narrations in flight, over all their campaigns, are
     capped, so one reader's tabs cannot fill the narration workers that the
-    other readers of the instance share."""
+    other readers of the instance share. A narration is its campaign's
+    owner's, whoever of the members asked for it (the owner's endpoint
+    writes it), and a campaign counts once: its members share one story,
+    not one narration each."""
     cap = settings.LOREMASTER_NARRATIONS_PER_READER
-    busy = Action.objects.in_flight().filter(campaign__owner_id=campaign.owner_id, kind=Action.Kind.AI).count()
-    if busy >= cap:
+    in_flight = Action.objects.in_flight().filter(campaign__owner_id=campaign.owner_id, kind=Action.Kind.AI)
+    busy = in_flight.order_by().values("campaign_id").distinct().count()
+    if busy < cap:
+        return
+    if campaign.memberships.exists():
         raise TurnRefused(
-            f"You already have {busy} narration{'s' if busy != 1 else ''} being written in your other stories. "
+            f"This story's game master already has {busy} stories being narrated. "
             "Wait for one to finish, then send this turn again."
         )
+    raise TurnRefused(
+        f"You already have {busy} narration{'s' if busy != 1 else ''} being written in your other stories. "
+        "Wait for one to finish, then send this turn again."
+    )
 
 
 #: What a reader is told when the narration could not be handed to a worker.
@@ -120,6 +130,7 @@ def story_open(*, campaign: Campaign, now: datetime) -> Action | None:
         return None
     opening = _append(campaign, None, kind=Action.Kind.AI, text=text, now=now)
     _move_head(campaign, opening, now=now)
+    campaignevents.emit(campaign.pk, "head-moved", {"head": opening.pk})
     return opening
 
 
@@ -174,6 +185,10 @@ def turn_place(
         _enqueue_narration(narration)
     if narration or player:
         _move_head(campaign, narration or player, now=now)
+    if player is not None:
+        campaignevents.emit(campaign.pk, "action", {"action": player.pk})
+    if narration is not None:
+        campaignevents.emit(campaign.pk, "narration-started", {"action": narration.pk})
     return player, narration
 
 
@@ -205,6 +220,7 @@ def turn_undo(*, campaign: Campaign, now: datetime) -> Undone:
         target = target.parent
     campaign.head = target
     campaign.save(update_fields=["head", "updated"])
+    campaignevents.emit(campaign.pk, "undo", {"head": target.pk if target else None})
     return Undone(head=target, player_text=player_text)
 
 
@@ -220,6 +236,7 @@ def turn_redo(*, campaign: Campaign, now: datetime) -> Action:
     if child.kind == Action.Kind.PLAYER:
         child = redo_target(campaign, child) or child
     _move_head(campaign, child, now=now)
+    campaignevents.emit(campaign.pk, "redo", {"head": child.pk})
     return child
 
 
@@ -250,11 +267,13 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
         ContextSnapshot.objects.filter(action=head).delete()
         derived.withdraw_from(head)
         _enqueue_narration(head)
+        campaignevents.emit(campaign.pk, "retry", {"action": head.pk})
         return head
     parent = head.parent if head.kind == Action.Kind.AI else head
     narration = _append(campaign, parent, kind=Action.Kind.AI, text="", status=Action.Status.PENDING, now=now)
     _move_head(campaign, narration, now=now)
     _enqueue_narration(narration)
+    campaignevents.emit(campaign.pk, "retry", {"action": narration.pk})
     return narration
 
 
@@ -277,6 +296,7 @@ def alternative_select(*, campaign: Campaign, action: Action, now: datetime) -> 
     if head is None or head.kind != Action.Kind.AI or action.kind != Action.Kind.AI or action.parent_id != head.parent_id:
         raise TurnRefused("Only the alternatives of the latest narration can be chosen.")
     _move_head(campaign, action, now=now)
+    campaignevents.emit(campaign.pk, "head-moved", {"head": action.pk})
     return action
 
 
@@ -298,6 +318,7 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
         fields += ["status", "error"]
     action.save(update_fields=fields)
     derived.withdraw_from(action)
+    campaignevents.emit(campaign.pk, "action-edited", {"action": action.pk})
     return action
 
 
@@ -310,6 +331,7 @@ def branch_jump(*, campaign: Campaign, action: Action, now: datetime) -> Action:
         raise TurnRefused("That action is not in this story.")
     _refuse_while_narrating(_head(campaign))
     _move_head(campaign, action, now=now)
+    campaignevents.emit(campaign.pk, "head-moved", {"head": action.pk})
     return action
 
 
@@ -329,6 +351,7 @@ def action_delete(*, campaign: Campaign, action: Action, now: datetime) -> Actio
     parent = head.parent
     campaign.head = parent
     campaign.save(update_fields=["head", "updated"])
+    campaignevents.emit(campaign.pk, "action-deleted", {"action": head.pk, "head": parent.pk if parent else None})
     head.delete()
     return parent
 
@@ -339,11 +362,14 @@ def narration_stop(*, action: Action, now: datetime) -> bool:
     settles within a poll of the stream. The worker notices the flag at its
     next chunk (or when its stalled call times out), keeps that text rather
     than what arrived after the click, and stores the snapshot."""
-    return bool(
+    stopped = bool(
         Action.objects.in_flight().filter(pk=action.pk).update(
             status=Action.Status.STOPPED, stop_requested=True, heartbeat=None
         )
     )
+    if stopped:
+        campaignevents.emit(action.campaign_id, "narration-stopped", {"action": action.pk})
+    return stopped
 
 
 class StateRefused(TurnRefused):
