@@ -41,9 +41,10 @@
     const elt = event.detail.elt;
     const button = elt.querySelector && elt.querySelector("button");
     commandId = button && button.id ? button.id : null;
-    // A command shows its outcome; a finished stream's reload keeps the reader where they are.
+    // A command shows its outcome; a finished stream's reload, and a change
+    // made elsewhere (js/live.js, from #live), keep the reader where they are.
     if (event.detail.target && event.detail.target.id === "story") {
-      followOnSwap = elt.classList.contains("working") ? atNewest() : true;
+      followOnSwap = elt.classList.contains("working") || elt.id === "live" ? atNewest() : true;
     }
   });
 

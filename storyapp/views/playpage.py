@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from endpoints.client import endpoint_for
 
-from .. import lineage, review, selectors, services, turnorder
+from .. import campaignevents, lineage, review, selectors, services, turnorder
 from ..access import Place
 from ..forms import MemoryForm, StateForm, TurnForm, WhisperForm
 from ..models import Action, Campaign, Membership, Whisper
@@ -79,6 +79,9 @@ def story_context(campaign: Campaign, place: Place | None = None) -> dict:
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
         "turn": turnorder.turn_state(campaign, now=timezone.now()),
+        # Where in the event log this story stands: the page's live stream
+        # starts there, and refetches the story only for what came after.
+        "last_event": campaignevents.latest_id(campaign),
         **state_panel(campaign, review.state_head(head, game_master=place is not None and place.is_game_master)),
         **reading(place, [*actions, *alternatives]),
         **whispers_panel(campaign, place),

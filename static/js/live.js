@@ -1,0 +1,79 @@
+// The play page following its campaign live (storyapp.views.events): when
+// the story changed elsewhere (another member's turn, a narration started or
+// ended, an undo), #story is fetched again, as a finished narration's stream
+// does; a narration in flight is then followed by its own stream, which the
+// story brings. Also who is here, and whether the page is connected.
+//
+// The story says which event it reflects (data-event), so a change this page
+// made itself, whose answer already showed it, fetches nothing more. The turn
+// box is outside #story and never touched; an action being edited in place
+// holds the refetch back until it is saved or cancelled.
+(function () {
+  "use strict";
+  const live = document.getElementById("live");
+  if (!live || !window.EventSource) return;
+  const state = document.getElementById("live-state");
+  const list = document.getElementById("live-present");
+  // Told by the stream, but no change to the story.
+  const QUIET = new Set(["presence"]);
+  const ROLES = { gm: "Game master", player: "Player", watcher: "Watcher" };
+  const story = () => document.getElementById("story");
+  const shown = () => Number((story() && story().dataset.event) || 0);
+
+  let last = Number(live.dataset.after || 0);
+  let wanted = 0;
+  let storyRequests = 0;
+
+  function refresh() {
+    const section = story();
+    if (!section || wanted <= shown() || storyRequests > 0) return;
+    if (section.querySelector(".editing")) return;
+    // From #live, which holds no command: play.js then moves no focus, and
+    // keeps the reader's scroll unless they were at the story's end.
+    htmx.ajax("GET", live.dataset.play, { source: live, target: "#story", swap: "outerHTML" });
+  }
+
+  const aimsAtStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
+  document.addEventListener("htmx:beforeRequest", (event) => { if (aimsAtStory(event)) storyRequests += 1; });
+  document.addEventListener("htmx:afterRequest", (event) => {
+    if (aimsAtStory(event)) storyRequests = Math.max(0, storyRequests - 1);
+  });
+  // After any swap (the story, or an edit saved or cancelled), anything still unseen is fetched.
+  document.addEventListener("htmx:afterSettle", () => window.setTimeout(refresh, 0));
+
+  function showPresent(here) {
+    list.replaceChildren(...here.map((member) => {
+      const item = document.createElement("li");
+      item.textContent = member.seat ? `${member.name} (${member.seat})` : member.name;
+      item.title = ROLES[member.role] || "";
+      return item;
+    }));
+  }
+
+  let source = null;
+  function connect() {
+    source = new EventSource(`${live.dataset.events}?after=${last}`);
+    source.addEventListener("open", () => { state.textContent = "Live"; live.dataset.state = "live"; });
+    source.addEventListener("change", (message) => {
+      const event = JSON.parse(message.data);
+      last = Math.max(last, event.id);
+      if (QUIET.has(event.kind)) return;
+      wanted = Math.max(wanted, event.id);
+      refresh();
+    });
+    source.addEventListener("presence", (message) => showPresent(JSON.parse(message.data)));
+    source.addEventListener("error", () => {
+      live.dataset.state = "offline";
+      if (source.readyState === EventSource.CONNECTING) {
+        state.textContent = "Reconnecting…";
+        return;
+      }
+      // Refused (a busy server, or no longer a member): try again a little
+      // later, from the last event this page has.
+      state.textContent = "Offline, trying again…";
+      source.close();
+      window.setTimeout(connect, 5000);
+    });
+  }
+  connect();
+})();
