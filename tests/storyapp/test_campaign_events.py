@@ -216,3 +216,26 @@ def test_the_game_master_cannot_undo_while_a_players_narration_streams(client, c
     assert "The narrator is still writing" in response.content.decode()
     campaign.refresh_from_db()
     assert campaign.head_id == narration.pk
+
+
+def test_a_narration_an_operator_ends_is_told_failed_once(campaign, django_capture_on_commit_callbacks):
+    from storyapp import narration as narrating
+
+    stuck = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
+                          heartbeat=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        assert narrating.operator_fail(stuck.pk)
+        assert not narrating.operator_fail(stuck.pk)
+    assert list(CampaignEvent.objects.values_list("kind", "data")) == [("narration-failed", {"action": stuck.pk})]
+
+
+def test_the_play_page_and_its_story_say_where_in_the_log_they_stand(client, campaign, alice,
+                                                                      django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        campaignevents.emit(campaign.pk, "undo")
+    latest = CampaignEvent.objects.get().pk
+    client.force_login(alice)
+    page = client.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    assert f'data-after="{latest}"' in page and f'data-event="{latest}"' in page
+    story = client.get(reverse("campaign_play", args=[campaign.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert f'data-event="{latest}"' in story and 'id="live"' not in story
