@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from . import lineage, services
+from . import campaignevents, lineage, services
 from .access import Place
 from .models import Action, Campaign, Membership, TurnClock, WaitingTurn
 
@@ -146,6 +146,7 @@ def _expire(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
         _advance(seats, clock, periods)
         clock.started += timedelta(seconds=periods * seconds)
     clock.save()
+    campaignevents.emit(campaign.pk, "turn-order", {"expired": True})
 
 
 def _release(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
@@ -230,6 +231,7 @@ def submit(*, place: Place, text: str, now: datetime) -> None:
             _advance(seats, clock)
             clock.save()
         WaitingTurn.objects.create(campaign=campaign, author_id=reader_id, seat_name=place.seat_name, text=text)
+        campaignevents.emit(campaign.pk, "turn-waiting", {"seat": place.seat_name})
         _release(campaign, clock, now=now)
 
 
@@ -253,6 +255,7 @@ def turn_pass(*, place: Place, now: datetime) -> None:
         else:
             raise services.TurnRefused("In free play there is nothing to pass: anyone acts at any time.")
         clock.save()
+        campaignevents.emit(campaign.pk, "turn-passed", {"seat": place.seat_name})
         _release(campaign, clock, now=now)
 
 
@@ -279,6 +282,7 @@ def order_set(*, campaign: Campaign, mode: str, seconds: int, now: datetime) -> 
         clock.passed, clock.seat = [], None
         _restart(campaign, clock, now=now)
         clock.save()
+        campaignevents.emit(campaign.pk, "turn-order", {"mode": mode})
     settle(campaign=campaign, now=now)
 
 

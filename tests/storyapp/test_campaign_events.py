@@ -13,7 +13,7 @@ from storyapp import campaignevents, services
 from storyapp.access import place_in
 from storyapp.models import Action, CampaignEvent, Membership
 from storyapp.views import events as events_view
-from tests.factories import ActionFactory, CampaignFactory, UserFactory
+from tests.factories import ActionFactory, CampaignFactory, MembershipFactory, UserFactory
 
 
 def _kinds(campaign) -> list[str]:
@@ -29,7 +29,7 @@ def _command(campaign, command, django_capture_on_commit_callbacks, **kwargs):
 
 @pytest.fixture
 def bob_plays(campaign, bob):
-    return Membership.objects.create(campaign=campaign, user=bob, role=Membership.Role.PLAYER, seat_name="Mira")
+    return MembershipFactory(campaign=campaign, user=bob, role=Membership.Role.PLAYER, seat_name="Mira")
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_a_stop_is_told_once_though_the_worker_finishes_after_it(campaign, djang
 
 def test_each_member_sees_the_events_for_everyone_and_for_their_own_seat(campaign, bob_plays, alice,
                                                                           django_capture_on_commit_callbacks):
-    watcher = Membership.objects.create(campaign=campaign, user=UserFactory(username="carol"),
+    watcher = MembershipFactory(campaign=campaign, user=UserFactory(username="carol"),
                                         role=Membership.Role.WATCHER)
     with django_capture_on_commit_callbacks(execute=True):
         for audience in ("", "gm", "Mira", "Tobin"):
@@ -189,13 +189,13 @@ def test_a_shared_campaign_counts_once_against_its_game_masters_cap(alice, endpo
     monkeypatch.setattr(tasks.narrate_action, "delay", lambda action_id: None)  # they stay pending
     settings.LOREMASTER_NARRATIONS_PER_READER = 2
     shared = CampaignFactory(owner=alice, endpoint=endpoint)
-    Membership.objects.create(campaign=shared, user=UserFactory(username="bob"), role=Membership.Role.PLAYER)
+    MembershipFactory(campaign=shared, user=UserFactory(username="bob"), role=Membership.Role.PLAYER)
     for _ in range(2):  # an abandoned narration still in flight beside the story's
         ActionFactory(campaign=shared, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
                       heartbeat=timezone.now())
     services.turn_submit(campaign=CampaignFactory(owner=alice, endpoint=endpoint), text="Two.", now=timezone.now())
     third = CampaignFactory(owner=alice, endpoint=endpoint)
-    Membership.objects.create(campaign=third, user=UserFactory(username="carol"), role=Membership.Role.PLAYER)
+    MembershipFactory(campaign=third, user=UserFactory(username="carol"), role=Membership.Role.PLAYER)
     with pytest.raises(services.TurnRefused, match="game master already has 2 stories being narrated"):
         services.turn_submit(campaign=third, text="Three.", now=timezone.now())
 
@@ -239,3 +239,15 @@ def test_the_play_page_and_its_story_say_where_in_the_log_they_stand(client, cam
     assert f'data-after="{latest}"' in page and f'data-event="{latest}"' in page
     story = client.get(reverse("campaign_play", args=[campaign.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert f'data-event="{latest}"' in story and 'id="live"' not in story
+
+
+def test_a_turn_kept_while_the_narrator_writes_is_told(campaign, bob_plays, django_capture_on_commit_callbacks):
+    from storyapp import turnorder
+
+    ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
+                  heartbeat=timezone.now())
+    campaign.head = Action.objects.get(campaign=campaign)
+    campaign.save(update_fields=["head"])
+    with django_capture_on_commit_callbacks(execute=True):
+        turnorder.submit(place=place_in(campaign, bob_plays.user), text="I wait my turn.", now=timezone.now())
+    assert list(CampaignEvent.objects.values_list("kind", "data")) == [("turn-waiting", {"seat": "Mira"})]
