@@ -19,6 +19,12 @@
   const ROLES = { gm: "Game master", player: "Player", watcher: "Watcher" };
   const story = () => document.getElementById("story");
   const shown = () => Number((story() && story().dataset.event) || 0);
+  // A narration this page follows by its own stream: that stream's end
+  // fetches the story (and announces the narration), so its events need not.
+  const followed = (event) => {
+    const article = event.data && event.data.action && document.getElementById(`action-${event.data.action}`);
+    return Boolean(article && article.hasAttribute("sse-connect"));
+  };
 
   let last = Number(live.dataset.after || 0);
   let wanted = 0;
@@ -57,7 +63,7 @@
     source.addEventListener("change", (message) => {
       const event = JSON.parse(message.data);
       last = Math.max(last, event.id);
-      if (QUIET.has(event.kind)) return;
+      if (QUIET.has(event.kind) || followed(event)) return;
       wanted = Math.max(wanted, event.id);
       refresh();
     });
