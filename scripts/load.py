@@ -571,9 +571,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=100_000)
     parser.add_argument("--p95-ms", type=float, default=300, help="the play page's p95 must stay under this")
     parser.add_argument("--redis-db", type=int, default=12)
+    parser.add_argument("--profile", choices=("readers", "shared-play"), default="readers",
+                        help="readers: each plays alone (the options above); shared-play: groups play one "
+                             "story each (scripts/sharedplay.py, the options below)")
+    shared = parser.add_argument_group("shared-play")
+    shared.add_argument("--campaigns", type=int, default=5)
+    shared.add_argument("--players", type=int, default=4, help="players per campaign, beside its game master")
+    shared.add_argument("--event-p95-ms", type=float, default=1000,
+                        help="each event must reach each member's page within this (p95)")
     args = parser.parse_args(argv)
-    if args.readers < 1 or args.seconds <= 0:
-        parser.error("--readers and --seconds must be positive")
+    if args.readers < 1 or args.seconds <= 0 or args.campaigns < 1 or args.players < 1:
+        parser.error("--readers, --seconds, --campaigns and --players must be positive")
 
     exit_on_sigterm()
 
@@ -584,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.alarm(int(SETUP_BUDGET + args.seconds + args.grace + 180))
     try:
         with Stack(label="load", redis_db=args.redis_db) as stack:
+            if args.profile == "shared-play":
+                from scripts.sharedplay import run_shared  # it imports this module's recorder
+                return run_shared(stack, args)
             return run_load(stack, args)
     except StackError as exc:
         print(f"bin/load: {exc}", file=sys.stderr)

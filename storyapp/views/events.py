@@ -16,7 +16,7 @@ import time
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 
@@ -39,6 +39,27 @@ def _as_json(event) -> str:
     return json.dumps({"id": event.id, "kind": event.kind, "data": event.data, "audience": event.audience})
 
 
+def _poll(place, user, after: int, *, mark: bool):
+    """One look at the log for one page: (place, events after `after`, who
+    is here or None when unchanged); place is None when no longer a member.
+    Every query of the look in one call, and the connection handed back to
+    the pool after it: a page holds its stream open for minutes, and 25 open
+    pages each holding a pooled connection took every one of the web
+    processes' (bin/load --profile shared-play), leaving the pages 503s."""
+    try:
+        if mark:
+            place = place_in(place.campaign, user)
+            if place is None:
+                return None, [], None
+            campaignevents.mark_seen(place, now=timezone.now())
+        new = list(campaignevents.visible_to(place).filter(id__gt=after))
+        asked = mark or any(event.kind == campaignevents.ARRIVED for event in new)
+        return place, new, campaignevents.present(place.campaign, now=timezone.now()) if asked else None
+    finally:
+        if not connection.in_atomic_block:  # never inside a transaction (a test's, say)
+            connection.close()
+
+
 @login_required
 async def campaign_events(request: HttpRequest, pk: int) -> HttpResponse:
     """Server-sent events for one member: each visible event as `change`
@@ -58,25 +79,20 @@ async def campaign_events(request: HttpRequest, pk: int) -> HttpResponse:
         presence_at, told_present = -PRESENCE_SECONDS, None
         yield "retry: 1000\n\n"
         while time.monotonic() - started < EVENTS_MAX_SECONDS:
+            mark = time.monotonic() - presence_at >= PRESENCE_SECONDS
+            if mark:
+                presence_at = time.monotonic()
             try:
-                marked = False
-                if time.monotonic() - presence_at >= PRESENCE_SECONDS:
-                    presence_at = time.monotonic()
-                    place = await sync_to_async(place_in)(place.campaign, user)
-                    if place is None:
-                        return  # no longer a member: the reconnect is refused
-                    await sync_to_async(campaignevents.mark_seen)(place, now=timezone.now())
-                    marked = True
-                new = [e async for e in campaignevents.visible_to(place).filter(id__gt=after)]
-                if marked or any(e.kind == campaignevents.ARRIVED for e in new):
-                    here = await sync_to_async(campaignevents.present)(place.campaign, now=timezone.now())
-                else:
-                    here = told_present
+                place, new, here = await sync_to_async(_poll)(place, user, after, mark=mark)
             except OperationalError:
                 # The pool had no connection: the browser reconnects after
                 # `retry`, resuming from the last event id.
                 yield f"retry: {RECONNECT_AFTER_BUSY_MS}\n\n"
                 return
+            if place is None:
+                return  # no longer a member: the reconnect is refused
+            if here is None:
+                here = told_present
             for event in new:
                 yield _sse("change", _as_json(event), event.id)
                 after = event.id
