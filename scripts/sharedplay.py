@@ -144,8 +144,14 @@ class Failed(Exception):
 
 @dataclass
 class Heard:
-    """What one member's event stream received: event id -> wall-clock time."""
+    """What one member's event stream received: event id -> wall-clock time,
+    and what the member may see (the game master every event, a player
+    those for everyone and for their seat)."""
 
+    name: str
+    campaign: int
+    seat: str = ""
+    game_master: bool = False
     after: int = 0
     at: dict[int, float] = field(default_factory=dict)
     connects: int = 0
@@ -164,7 +170,7 @@ class Member:
         self.rng = rng
         self.https = stack.https
         self.play_url = f"/campaigns/{campaign}/"
-        self.heard = Heard()
+        self.heard = Heard(name=self.name, campaign=campaign, seat=seat, game_master=role == "gm")
         self.turn = 0
         self.wanted = threading.Event()
         self.listening = threading.Event()
@@ -404,19 +410,20 @@ def _play(stack: Stack, args, recorder: Recorder, members: list[Member], campaig
     return report(stack, args, recorder, sampler, members, checked, played=played, drained=drained)
 
 
-def latencies(members: list[Member], events: list[list]) -> tuple[list[float], list[str]]:
-    """Milliseconds from each event's creation to each member's stream
-    receiving it, and the events a member should have received but did not."""
+def latencies(pages: list[Heard], events: list[list]) -> tuple[list[float], list[str]]:
+    """Milliseconds from each event's creation (events: id, campaign,
+    audience, created as a timestamp) to each page's stream receiving it,
+    and the events a page should have received but did not."""
     samples, missing = [], []
-    for member in members:
+    for page in pages:
         for pk, campaign, audience, created in events:
-            if campaign != member.campaign or pk <= member.heard.after:
+            if campaign != page.campaign or pk <= page.after:
                 continue
-            if member.role != "gm" and audience not in ("", member.seat):
+            if not page.game_master and audience not in ("", page.seat):
                 continue
-            heard = member.heard.at.get(pk)
+            heard = page.at.get(pk)
             if heard is None:
-                missing.append(f"{member.name} never received event #{pk}")
+                missing.append(f"{page.name} never received event #{pk}")
             else:
                 samples.append(max(0.0, heard - created) * 1000)
     return samples, missing
@@ -465,7 +472,7 @@ def report(stack: Stack, args, recorder: Recorder, sampler, members: list[Member
     if not recorder.turns:
         failures.append("no action was accepted")
 
-    samples, missing = latencies(members, checked["events"])
+    samples, missing = latencies([m.heard for m in members], checked["events"])
     samples.sort()
     if samples:
         p95 = percentile(samples, 95)
