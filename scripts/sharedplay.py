@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from scripts.load import PAGE_TIMEOUT, Recorder, _snippet, percentile
+from scripts.load import PAGE_TIMEOUT, Recorder, _snippet, cpu_usage, percentile, print_cpu
 from scripts.procs import BUSY_STATUSES, LoginPacer, Stack, say
 
 #: A page's event stream is silent for 15 s at most (its keep-alive); 30 s without a byte is dead.
@@ -372,7 +372,10 @@ def run_shared(stack: Stack, args) -> int:
 def _play(stack: Stack, args, recorder: Recorder, members: list[Member], campaigns: list[int]) -> int:
     clock = {"end": float("inf")}
 
+    usage = {}
+
     def release() -> None:
+        usage["before"] = cpu_usage(stack)
         clock["start"] = time.monotonic()
         clock["end"] = clock["start"] + args.seconds
         recorder.measuring = True
@@ -389,6 +392,7 @@ def _play(stack: Stack, args, recorder: Recorder, members: list[Member], campaig
             time.sleep(0.1)
         time.sleep(max(0.0, clock["end"] - time.monotonic()))
         played = time.monotonic() - clock.get("start", time.monotonic())
+        usage["after"] = cpu_usage(stack)
         # The actions still waiting are narrated in order; the pages keep listening meanwhile.
         deadline = time.monotonic() + args.grace
         backlog = {}
@@ -407,7 +411,7 @@ def _play(stack: Stack, args, recorder: Recorder, members: list[Member], campaig
         recorder.error("hard limit", f"still {backlog['waiting']} waiting and {backlog['in_flight']} in flight "
                        f"{args.grace:g} s after the end")
     checked = stack.shell(CHECK, {"turns": recorder.turns, "campaigns": campaigns})
-    return report(stack, args, recorder, sampler, members, checked, played=played, drained=drained)
+    return report(stack, args, recorder, sampler, members, checked, played=played, drained=drained, usage=usage)
 
 
 def latencies(pages: list[Heard], events: list[list]) -> tuple[list[float], list[str]]:
@@ -430,7 +434,7 @@ def latencies(pages: list[Heard], events: list[list]) -> tuple[list[float], list
 
 
 def report(stack: Stack, args, recorder: Recorder, sampler, members: list[Member], checked: dict, *,
-           played: float, drained: float) -> int:
+           played: float, drained: float, usage: dict) -> int:
     failures = []
     print(flush=True)
     players = sum(m.role == "player" for m in members)
@@ -450,6 +454,8 @@ def report(stack: Stack, args, recorder: Recorder, sampler, members: list[Member
             print(f"{page:<22} {0:>6}")
     print(f"PostgreSQL connections to {stack.database}: peak {sampler.peak}, mean {sampler.mean:.1f} "
           f"(max_connections {stack.max_connections()})")
+    if "before" in usage:
+        print_cpu(usage["before"], usage["after"], played)
     if recorder.errors:
         failures.append(f"{len(recorder.errors)} errors")
         print("errors by page: " + ", ".join(f"{page} {count}" for page, count in

@@ -26,7 +26,7 @@ from ..models import Campaign
 from .params import number_param
 from .stream import RECONNECT_AFTER_BUSY_MS, STREAM_KEEPALIVE_SECONDS, _sse
 
-EVENTS_POLL_SECONDS = 0.5
+EVENTS_POLL_SECONDS = 0.25
 #: The stream ends after this and the browser reconnects from its last
 #: event id: a member removed meanwhile is then refused, and a long-lived
 #: connection never outlives a deploy by much.
