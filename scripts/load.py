@@ -44,6 +44,9 @@ stops at `--seconds` + `--grace` whatever is still open, requests stop at
 `--max-requests`, and an alarm ends the script (cleaning up) if even the
 setup hangs. Exit status 1 on any error, a failed check, or a play page p95
 at or over `--p95-ms`.
+
+`--profile shared-play` runs scripts.sharedplay instead, on the same stack:
+groups of members playing one story each, their pages' event streams open.
 """
 
 from __future__ import annotations
