@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from contextbuild.rules import CAST_RULES
 from knowledge.models import KnowledgeSource
-from storyapp import tasks, turnorder
+from storyapp import lineage, tasks, turnorder
 from storyapp.models import Action, Campaign, WaitingTurn
 from storyapp.views import events as events_view
 from storyapp.views import stream as stream_view
@@ -30,6 +30,8 @@ WHISPER = "Tobin notices a fresh scratch on the lantern hook of the abbot."
 DIRECTOR = "Let the bells ring whenever anyone lies to the abbot."
 THINKING = "Mara must not learn of the wreck under the pier."
 HELD = "The lighthouse keeper turns, and the lamp goes dark over the bay."
+#: The narrator repeats Mara's secret in the held narration: the leak flag's case.
+LEAKING = f"{HELD} They say Mara was born in the drowned village and still hears its bells at night."
 PHRASES = {
     "crypt": "silver crown",
     "mara": "drowned village",
@@ -157,7 +159,7 @@ def assert_reads_only_their_own(table, campaign):
             leaking = [name for name, page in pages.items() if phrase in page]
             assert not leaking, f"{member} reads {secret!r} on {leaking}"
         if member == "gm":
-            assert PHRASES["director"] in pages["play"] or PHRASES["director"] in everything
+            assert all(phrase in everything for phrase in PHRASES.values())
         if member in ("mara", "tobin"):
             assert PHRASES[next(iter(allowed))] in everything, f"{member} should read their own secret"
 
@@ -185,7 +187,7 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
 
     # ---- free play, at the same moment: Tobin's narration streams while Mara acts again.
     model.script({"reply": "Tobin's torch gutters." + QUIET, "reasoning": THINKING},
-                 {"reply": "Dust falls from the vault." + QUIET})
+                 {"reply": "Dust falls from the vault." + QUIET}, {"reply": "The bells answer." + QUIET})
     with django_capture_on_commit_callbacks() as tobin_narration:
         assert client_of(carol).post(reverse("turn_submit", args=[campaign.pk]), {"text": "I raise my torch."}
                                      ).status_code == 302
@@ -195,7 +197,8 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     Action.objects.filter(pk=writing.pk).update(status=Action.Status.STREAMING, text="Tobin's torch",
                                                 thinking=THINKING, heartbeat=timezone.now())
     send(bob, "I step past him into the vault.")
-    assert WaitingTurn.objects.filter(campaign=campaign).count() == 1
+    send(alice, "Somewhere above, the bells start ringing.")
+    assert WaitingTurn.objects.filter(campaign=campaign).count() == 2
     for member in ("mara", "tobin", "watcher"):
         pages = reads(table[member], campaign)
         assert not [name for name, page in pages.items() if PHRASES["thinking"] in page], member
@@ -212,10 +215,17 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     players = list(Action.objects.filter(campaign=campaign, kind=Action.Kind.PLAYER).order_by("id"))
     assert [(a.seat_name, a.text) for a in players] == [
         ("Mara", "I open the crypt door."), ("Tobin", "I raise my torch."), ("Mara", "I step past him into the vault."),
+        ("", "Somewhere above, the bells start ringing."),
     ]
-    assert [a.status for a in _narrations(campaign)] == [Action.Status.DONE] * 3
+    assert [a.status for a in _narrations(campaign)] == [Action.Status.DONE] * 4
+    assert [a.kind for a in lineage.tail(campaign.pk, campaign.head_id, 20)] == [Action.Kind.PLAYER, Action.Kind.AI] * 4
     assert "Tobin: I raise my torch." in prompt_text(chats(model)[1])
     assert "Mara: I step past him into the vault." in prompt_text(chats(model)[2])
+    # The live pages hear of each action once, by its id alone.
+    told = _sse(client_of(dave), reverse("campaign_events", args=[campaign.pk]) + "?after=0")
+    changes = [json.loads(line[len("data: "):]) for line in told.splitlines()
+               if line.startswith("data: {") and '"kind"' in line]
+    assert sorted(c["data"]["action"] for c in changes if c["kind"] == "action") == [a.pk for a in players]
     assert_reads_only_their_own(table, campaign)
 
     # ---- rounds under review: the round's narration waits for the game master.
@@ -223,13 +233,13 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     Campaign.objects.filter(pk=campaign.pk).update(review=True)
     assert gm.post(reverse("campaign_turn_order", args=[campaign.pk]),
                    {"turn_mode": "rounds", "turn_seconds": 0}).status_code == 302
-    model.script({"reply": HELD + QUIET})
+    model.script({"reply": LEAKING + QUIET})
     send(bob, "I wait at the shore.")
-    assert len(_narrations(campaign)) == 3, "the round waits for Tobin"
+    assert len(_narrations(campaign)) == 4, "the round waits for Tobin"
     with django_capture_on_commit_callbacks(execute=True):
         assert client_of(carol).post(reverse("turn_pass", args=[campaign.pk])).status_code == 302
     held = _narrations(campaign)[-1]
-    assert held.text.startswith(HELD) and held.held_for_review
+    assert held.text == LEAKING and held.held_for_review and held.leaks[0]["audience"] == "Mara"
     assert "Mara: I wait at the shore." in prompt_text(chats(model)[-1])
     for member in ("mara", "tobin", "watcher"):
         pages = reads(table[member], campaign)
@@ -237,6 +247,9 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
         assert client_of(table[member]).post(reverse("narration_approve", args=[campaign.pk, held.pk])
                                              ).status_code == 403
     assert "lighthouse keeper" in client_of(alice).get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    assert "may repeat a secret" in gm.get(reverse("context_inspector", args=[campaign.pk, held.pk])).content.decode()
+    # The game master takes the secret out, then lets the players read it.
+    assert gm.post(reverse("action_edit", args=[campaign.pk, held.pk]), {"text": HELD}).status_code == 302
     assert gm.post(reverse("narration_approve", args=[campaign.pk, held.pk])).status_code == 302
     for member in ("mara", "tobin", "watcher"):
         assert "lighthouse keeper" in client_of(table[member]).get(
