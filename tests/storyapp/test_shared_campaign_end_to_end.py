@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from contextbuild.rules import CAST_RULES
 from knowledge.models import KnowledgeSource
-from storyapp import lineage, tasks, turnorder
+from storyapp import campaignevents, lineage, tasks, turnorder
 from storyapp.models import Action, Campaign, WaitingTurn
 from storyapp.views import events as events_view
 from storyapp.views import stream as stream_view
@@ -250,7 +250,12 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     assert "may repeat a secret" in gm.get(reverse("context_inspector", args=[campaign.pk, held.pk])).content.decode()
     # The game master takes the secret out, then lets the players read it.
     assert gm.post(reverse("action_edit", args=[campaign.pk, held.pk]), {"text": HELD}).status_code == 302
-    assert gm.post(reverse("narration_approve", args=[campaign.pk, held.pk])).status_code == 302
+    before = campaignevents.latest_id(campaign)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert gm.post(reverse("narration_approve", args=[campaign.pk, held.pk])).status_code == 302
+    # The players' live pages are told, and fetch the story that now shows it.
+    told = _sse(client_of(dave), reverse("campaign_events", args=[campaign.pk]) + f"?after={before}")
+    assert f'"kind": "narration-approved", "data": {{"action": {held.pk}}}' in told
     for member in ("mara", "tobin", "watcher"):
         assert "lighthouse keeper" in client_of(table[member]).get(
             reverse("campaign_play", args=[campaign.pk])).content.decode()
