@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
+
+from django.db import transaction
 
 from contextbuild import leaks
 
-from . import campaignevents
+from . import campaignevents, derived
 from .models import Action, Campaign
 
 HELD_NOTICE = "The game master is reviewing the narration…"
@@ -73,4 +76,6 @@ def narration_approve(*, action: Action, now: datetime) -> bool:
     )
     if approved:
         campaignevents.emit(action.campaign_id, "narration-approved", {"action": action.pk})
+        # What it gives rise to waited for the approval (derived.after_narration).
+        transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)
     return approved

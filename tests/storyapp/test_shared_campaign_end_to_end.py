@@ -18,7 +18,7 @@ from django.utils import timezone
 from contextbuild.rules import CAST_RULES
 from knowledge.models import KnowledgeSource
 from storyapp import campaignevents, lineage, tasks, turnorder
-from storyapp.models import Action, Campaign, WaitingTurn
+from storyapp.models import Action, Campaign, DerivedJob, WaitingTurn
 from storyapp.views import events as events_view
 from storyapp.views import stream as stream_view
 from tests.factories import ActionFactory, CampaignFactory, UserFactory
@@ -240,6 +240,8 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
         assert client_of(carol).post(reverse("turn_pass", args=[campaign.pk])).status_code == 302
     held = _narrations(campaign)[-1]
     assert held.text == LEAKING and held.held_for_review and held.leaks[0]["audience"] == "Mara"
+    # Nothing is derived from it (memories, summaries) before the game master lets it be read.
+    assert not DerivedJob.objects.filter(anchor=held).exists()
     assert "Mara: I wait at the shore." in prompt_text(chats(model)[-1])
     for member in ("mara", "tobin", "watcher"):
         pages = reads(table[member], campaign)
@@ -256,6 +258,7 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     # The players' live pages are told, and fetch the story that now shows it.
     told = _sse(client_of(dave), reverse("campaign_events", args=[campaign.pk]) + f"?after={before}")
     assert f'"kind": "narration-approved", "data": {{"action": {held.pk}}}' in told
+    assert DerivedJob.objects.filter(anchor=held, kind=DerivedJob.Kind.MEMORIES).exists()
     for member in ("mara", "tobin", "watcher"):
         assert "lighthouse keeper" in client_of(table[member]).get(
             reverse("campaign_play", args=[campaign.pk])).content.decode()
