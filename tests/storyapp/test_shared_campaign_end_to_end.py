@@ -170,7 +170,8 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     alice, bob, carol, dave = table["gm"], table["mara"], table["tobin"], table["watcher"]
 
     # ---- free play: Mara acts; the narrator hears her by name, the cast and the direction.
-    model.script({"reply": "The crypt door grinds open onto cold dark." + QUIET, "reasoning": THINKING})
+    model.script({"reply": "The crypt door grinds open onto cold dark.\n<state>{\"events\": [{\"type\": \"move\", "
+                           "\"seat\": \"Mara\", \"to\": \"the crypt stairs\"}]}</state>", "reasoning": THINKING})
     send(bob, "I open the crypt door.")
     [first] = chats(model)
     sent = prompt_text(first)
@@ -180,6 +181,9 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
     assert "Known only to Mara:" in sent and "Known only to Tobin:" in sent
     [opening] = _narrations(campaign)
     assert opening.thinking == THINKING
+    watching = client_of(dave)
+    assert '<span class="who">Mara</span>' in watching.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    assert "the crypt stairs" in watching.get(reverse("campaign_state", args=[campaign.pk]), **HTMX).content.decode()
     exported = client_of(dave).get(reverse("story_export_markdown", args=[campaign.pk])).content.decode()
     assert "> **Mara:**\n> I open the crypt door." in exported
     assert "Mara" in client_of(dave).get(reverse("story_export_html", args=[campaign.pk])).content.decode()
@@ -283,7 +287,13 @@ def test_a_shared_campaign_played_through_the_pages_shows_each_member_only_their
                        ("round_close", {}), ("campaign_turn_order", {"turn_mode": "free", "turn_seconds": 0}),
                        ("member_invite", {"username": "bob", "role": "watcher"})]:
         assert client_of(dave).post(reverse(name, args=[campaign.pk]), data).status_code == 403, name
+    last = Action.objects.get(pk=campaign.head_id)
+    for name in ("narration_approve", "narration_stop", "action_edit", "action_delete", "alternative_choose"):
+        assert client_of(dave).post(reverse(name, args=[campaign.pk, last.pk]), {"text": "Mine."}).status_code == 403
     for player in (bob, carol):
+        for name in ("action_edit", "action_delete", "narration_stop"):
+            assert client_of(player).post(reverse(name, args=[campaign.pk, last.pk]), {"text": "Mine."}
+                                          ).status_code == 403, name
         for name in ("turn_undo", "turn_retry", "turn_redo"):
             assert client_of(player).post(reverse(name, args=[campaign.pk])).status_code == 403, name
         assert client_of(player).get(reverse("campaign_export_bundle", args=[campaign.pk])).status_code == 403
