@@ -118,9 +118,14 @@ def _narrations(campaign) -> list[Action]:
 
 def reads(user, campaign) -> dict[str, str]:
     """Every page of the story this member can open, as they read it."""
+    campaign.refresh_from_db()
     client = client_of(user)
     pages = {
         "play": client.get(reverse("campaign_play", args=[campaign.pk])).content.decode(),
+        # What a live page fetches when it hears of a change.
+        "story": client.get(reverse("campaign_play", args=[campaign.pk]), **HTMX).content.decode(),
+        "earlier": client.get(reverse("story_earlier", args=[campaign.pk]), {"before": campaign.head_id},
+                              **HTMX).content.decode(),
         "state": client.get(reverse("campaign_state", args=[campaign.pk]), **HTMX).content.decode(),
         "members": client.get(reverse("campaign_members", args=[campaign.pk])).content.decode(),
         "events": _sse(client, reverse("campaign_events", args=[campaign.pk]) + "?after=0"),
