@@ -401,3 +401,24 @@ def test_a_shared_campaigns_bundle_imports_with_its_seats_and_their_secrets(
     assert {s["name"] for s in imported.imported_seats} >= {"Mara", "Tobin"}
     assert KnowledgeSource.objects.get(campaign=imported, original_filename="mara.md").secret_seat == "Mara"
     assert not imported.memberships.exists()
+
+
+def test_a_player_cannot_rename_their_seat_into_another_characters_secrets(campaign, table, client):
+    """Secrets are kept by seat name: when Tobin's player leaves, Mara's may
+    not take the name and read Tobin's whispers; nor a seat the lore keeps
+    secrets for that nobody holds yet. The game master may seat them there."""
+    KnowledgeSource.objects.filter(campaign=campaign, original_filename="mara.md").update(secret_seat="Ivo")
+    assert client_of(table["tobin"]).post(reverse("member_leave", args=[campaign.pk])).status_code == 302
+    mara = client_of(table["mara"])
+    for name in ("Tobin", "tobin", "Ivo"):
+        refused = mara.post(reverse("seat_edit", args=[campaign.pk]), {"seat_name": name, "seat_description": ""})
+        assert refused.status_code == 400 and "only the game master can seat you there" in refused.content.decode()
+        assert PHRASES["whisper"] not in _unescaped(mara.get(reverse("campaign_play", args=[campaign.pk])
+                                                             ).content.decode())
+    assert mara.post(reverse("seat_edit", args=[campaign.pk]), {"seat_name": "Mara the Elder",
+                                                                "seat_description": ""}).status_code == 302
+    membership = campaign.memberships.get(user=table["mara"])
+    response = client_of(table["gm"]).post(reverse("member_change", args=[campaign.pk, membership.pk]),
+                                           {"role": "player", "seat_name": "Tobin", "seat_description": ""})
+    assert response.status_code == 302
+    assert PHRASES["whisper"] in _unescaped(mara.get(reverse("campaign_play", args=[campaign.pk])).content.decode())
