@@ -70,7 +70,7 @@ from scripts.procs import BUSY_STATUSES, LoginPacer, Stack, StackError, exit_on_
 PAGES = ("login page", "login", "campaign list", "play", "inspector", "library", "turn submit",
          "stream: first event", "stream: first chunk", "stream: done", "play (story partial)", "upload")
 TARGET_PAGE = "play"
-#: How the app words the per-reader narration cap (storyapp.services._refuse_over_reader_cap).
+#: How the app words the per-reader narration cap (storyapp.services.refuse_over_reader_cap).
 READER_CAP_WORDS = "being written in your other stories"
 PAGE_TIMEOUT = httpx.Timeout(30, connect=5)
 #: The stream sends a keep-alive every 15 s of silence, so 30 s without a byte is a dead stream.

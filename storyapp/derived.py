@@ -30,8 +30,12 @@ log = logging.getLogger(__name__)
 
 def after_narration(action_id: int) -> None:
     """Schedules what a finished narration gives rise to. Called on commit,
-    so the jobs see the stored narration."""
-    action = Action.objects.filter(pk=action_id, status=Action.Status.DONE).select_related("campaign").first()
+    so the jobs see the stored narration. A narration held for the game
+    master's review waits for their approval (storyapp.review): memories
+    and summaries of it would tell the players its story, in later prompts
+    and their inspectors, before they may read it, or before an edit."""
+    action = (Action.objects.filter(pk=action_id, status=Action.Status.DONE, held_for_review=False)
+              .select_related("campaign").first())
     if action is None:
         return
     with transaction.atomic():

@@ -15,9 +15,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 import quotas
+from knowledge.models import KnowledgeSource, LoreEntry
 
 from .campaigns import campaign_room
-from .models import Campaign, Membership
+from .models import Campaign, Membership, Whisper
 
 SEAT_NAME_MAX = Membership._meta.get_field("seat_name").max_length
 
@@ -78,12 +79,30 @@ def invite(*, campaign: Campaign, username: str, role: str, seat_name: str = "",
     return _save(Membership(campaign=campaign, user=user, role=role, seat_name=name, seat_description=description))
 
 
+def _keeps_secrets(campaign: Campaign, name: str) -> bool:
+    """Whether the campaign keeps secrets for a seat of that name: whispers
+    to it, or lore known to it alone (they stay when its player leaves)."""
+    return (
+        Whisper.objects.filter(campaign=campaign, seat_name__iexact=name).exists()
+        or KnowledgeSource.objects.filter(campaign=campaign, secret_seat__iexact=name).exists()
+        or LoreEntry.objects.filter(source__campaign=campaign, secret_seat__iexact=name).exists()
+    )
+
+
 @transaction.atomic
-def change(*, membership: Membership, role: str, seat_name: str = "", seat_description: str = "") -> Membership:
-    """Gives a member another role or seat (a player renaming their own seat comes here too)."""
+def change(*, membership: Membership, role: str, seat_name: str = "", seat_description: str = "",
+           own: bool = False) -> Membership:
+    """Gives a member another role or seat. A player renaming their own seat
+    (`own`) may not take a seat the campaign keeps secrets for, which
+    would let them read another character's (a departed player's, or one
+    the game master prepared): the game master seats a player there."""
     _locked(membership.campaign)
     membership = Membership.objects.get(pk=membership.pk)
     name, description = _seat(membership.campaign, role, seat_name, seat_description, exclude=membership)
+    if own and name.casefold() != membership.seat_name.casefold() and _keeps_secrets(membership.campaign, name):
+        raise MembershipRefused(
+            f"The seat “{name}” has secrets of its own character in this story; only the game master can seat you there."
+        )
     membership.role, membership.seat_name, membership.seat_description = role, name, description
     return _save(membership)
 

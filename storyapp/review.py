@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
+
+from django.db import transaction
 
 from contextbuild import leaks
 
+from . import campaignevents, derived
 from .models import Action, Campaign
 
 HELD_NOTICE = "The game master is reviewing the narration…"
@@ -64,5 +68,14 @@ def held_texts(campaign: Campaign) -> tuple[str, ...]:
 
 
 def narration_approve(*, action: Action, now: datetime) -> bool:
-    """Lets the players read a held narration; False if it was not held."""
-    return bool(Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now))
+    """Lets the players read a held narration; False if it was not held.
+    Told as an event, so the members' live pages fetch the story that now
+    shows it (they were told of the narration's end while it was held)."""
+    approved = bool(
+        Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now)
+    )
+    if approved:
+        campaignevents.emit(action.campaign_id, "narration-approved", {"action": action.pk})
+        # What it gives rise to waited for the approval (derived.after_narration).
+        transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)
+    return approved

@@ -74,7 +74,18 @@ def _refuse_while_narrating(head: Action | None) -> None:
         raise TurnRefused("The narrator is still writing. Wait for it to finish or press Stop.")
 
 
-def _refuse_over_reader_cap(campaign: Campaign) -> None:
+def _refuse_while_waiting(campaign: Campaign) -> None:
+    """A shared campaign's members' actions kept for their place
+    (storyapp.turnorder) answer the story as it stands: between a
+    narration's end and the next action's place, moving the head would put
+    an action under a story its player never read."""
+    if campaign.waiting_turns.exists():
+        raise TurnRefused(
+            "A player's action is waiting for its place in the story. Wait for its narration to start, then try again."
+        )
+
+
+def refuse_over_reader_cap(campaign: Campaign) -> None:
     """One reader's narrations in flight, over all their campaigns, are
     capped, so one reader's tabs cannot fill the narration workers that the
     other readers of the instance share. A narration is its campaign's
@@ -143,7 +154,7 @@ def turn_submit(
     (see `turn_place`). Refused while a narration is in flight."""
     campaign = _locked(campaign)
     _refuse_while_narrating(_head(campaign))
-    _refuse_over_reader_cap(campaign)
+    refuse_over_reader_cap(campaign)
     return turn_place(campaign=campaign, text=text, now=now, author=author, seat_name=seat_name)
 
 
@@ -211,6 +222,7 @@ def turn_undo(*, campaign: Campaign, now: datetime) -> Undone:
     if head is None:
         raise TurnRefused("There is nothing to undo.")
     _refuse_while_narrating(head)
+    _refuse_while_waiting(campaign)
     target = head.parent
     player_text = ""
     if head.kind == Action.Kind.PLAYER:
@@ -230,6 +242,7 @@ def turn_redo(*, campaign: Campaign, now: datetime) -> Action:
     campaign = _locked(campaign)
     head = _head(campaign)
     _refuse_while_narrating(head)
+    _refuse_while_waiting(campaign)
     child = redo_target(campaign, head)
     if child is None:
         raise TurnRefused("There is nothing to redo.")
@@ -259,7 +272,8 @@ def turn_retry(*, campaign: Campaign, now: datetime) -> Action:
     if head is None:
         raise TurnRefused("There is nothing to retry yet. Write the first action.")
     _refuse_while_narrating(head)
-    _refuse_over_reader_cap(campaign)
+    _refuse_while_waiting(campaign)
+    refuse_over_reader_cap(campaign)
     if head.kind == Action.Kind.AI and head.status in {Action.Status.FAILED, Action.Status.STOPPED}:
         head.text, head.error, head.status, head.stop_requested = "", "", Action.Status.PENDING, False
         head.token_count, head.heartbeat, head.attempts = 0, now, 0
@@ -293,6 +307,7 @@ def alternative_select(*, campaign: Campaign, action: Action, now: datetime) -> 
     campaign = _locked(campaign)
     head = _head(campaign)
     _refuse_while_narrating(head)
+    _refuse_while_waiting(campaign)
     if head is None or head.kind != Action.Kind.AI or action.kind != Action.Kind.AI or action.parent_id != head.parent_id:
         raise TurnRefused("Only the alternatives of the latest narration can be chosen.")
     _move_head(campaign, action, now=now)
@@ -330,6 +345,7 @@ def branch_jump(*, campaign: Campaign, action: Action, now: datetime) -> Action:
     if action.campaign_id != campaign.pk:
         raise TurnRefused("That action is not in this story.")
     _refuse_while_narrating(_head(campaign))
+    _refuse_while_waiting(campaign)
     _move_head(campaign, action, now=now)
     campaignevents.emit(campaign.pk, "head-moved", {"head": action.pk})
     return action
@@ -346,6 +362,7 @@ def action_delete(*, campaign: Campaign, action: Action, now: datetime) -> Actio
     if head is None or action.pk != head.pk:
         raise TurnRefused("Only the last action of the story can be deleted.")
     _refuse_while_narrating(head)
+    _refuse_while_waiting(campaign)
     if Action.objects.filter(parent=head).exists():
         raise TurnRefused("Other turns branch from this action, so it stays. Use Undo to step back instead.")
     parent = head.parent

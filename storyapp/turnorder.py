@@ -205,6 +205,20 @@ def _refuse_second_in_round(campaign: Campaign, clock: TurnClock, reader_id: int
         )
 
 
+def _refuse_over_cap_if_narrating(campaign: Campaign, clock: TurnClock, reader_id: int) -> None:
+    """The game master's narration cap (services.refuse_over_reader_cap),
+    checked when this action starts a narration now: the narrator idle, and
+    in rounds, the action completing its round. An action that waits joins
+    a narration already counted (the campaign counts once)."""
+    if _busy(campaign):
+        return
+    if campaign.turn_mode == Mode.ROUNDS:
+        done = _round_authors(campaign) | set(clock.passed) | {reader_id}
+        if not all(seat.user_id in done for seat in _seats(campaign)):
+            return
+    services.refuse_over_reader_cap(campaign)
+
+
 def submit(*, place: Place, text: str, now: datetime) -> None:
     """A member's action, taken by the campaign's turn order: refused (with
     the reason) when it is not theirs to send now, otherwise kept and put
@@ -230,6 +244,7 @@ def submit(*, place: Place, text: str, now: datetime) -> None:
             _refuse_out_of_turn(seats, clock, reader_id)
             _advance(seats, clock)
             clock.save()
+        _refuse_over_cap_if_narrating(campaign, clock, reader_id)
         WaitingTurn.objects.create(campaign=campaign, author_id=reader_id, seat_name=place.seat_name, text=text)
         campaignevents.emit(campaign.pk, "turn-waiting", {"seat": place.seat_name})
         _release(campaign, clock, now=now)
@@ -246,6 +261,7 @@ def turn_pass(*, place: Place, now: datetime) -> None:
         campaign, clock = _locked(campaign)
         if campaign.turn_mode == Mode.ROUNDS:
             _refuse_second_in_round(campaign, clock, reader_id)
+            _refuse_over_cap_if_narrating(campaign, clock, reader_id)
             clock.passed = [*clock.passed, reader_id]
         elif campaign.turn_mode == Mode.TURNS:
             seats = _seats(campaign)
@@ -268,6 +284,7 @@ def round_close(*, campaign: Campaign, now: datetime) -> None:
             raise services.TurnRefused("Only a round can be closed, and this story is not played in rounds.")
         if _busy(campaign):
             raise services.TurnRefused("The narrator is still answering the last round.")
+        services.refuse_over_reader_cap(campaign)
         _close_round(campaign, clock, now=now)
 
 

@@ -121,7 +121,8 @@ def seat_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if place.membership is None or place.membership.role != Membership.Role.PLAYER:
         raise PermissionDenied(NO_SEAT)
     try:
-        membership = change(membership=place.membership, role=Membership.Role.PLAYER, **_seat_fields(request))
+        membership = change(membership=place.membership, role=Membership.Role.PLAYER, own=True,
+                            **_seat_fields(request))
     except MembershipRefused as exc:
         return _page(request, place, error=str(exc), typed=_seat_fields(request), status=400)
     return _done(request, place.campaign, f"Your seat is now {membership.seat_name}.")
