@@ -248,13 +248,26 @@ def _turn_markers() -> re.Pattern:
     return re.compile(pattern + "|" + "|".join(r"\n\s*" + re.escape(line) for line in lines))
 
 
-def trimmed_reply(text: str) -> str:
+def trimmed_reply(text: str, *, speakers: tuple[str, ...] = ()) -> str:
     """The reply up to the first turn marker of any template (a server that
     ignored the stop strings, a template detected wrong), without a speaker's
-    label the model put first: neither may become story."""
+    label the model put first: neither may become story.
+
+    `speakers` are the characters whose actions the prompt sent under their
+    names ("Mara: I open the door", a shared story's seats): a line the model
+    begins with one of those labels is the model writing that player's turn,
+    which the narrator must never do, so the reply ends there too (what
+    follows, a state block included, belongs to the invented turn, as after
+    a template's turn marker)."""
     match = _turn_markers().search(text)
     if match is not None:
         text = text[: match.start()]
+    names = [name.strip() for name in speakers if name.strip()]
+    if names:
+        labels = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+        turn = re.search(rf"\n[ \t]*(?:\*\*)?(?:{labels})(?:\*\*)?[ \t]*:", text, re.IGNORECASE)
+        if turn is not None:
+            text = text[: turn.start()]
     return _LEADING_LABEL.sub("", text, count=1)
 
 

@@ -50,6 +50,10 @@ def _seat(campaign: Campaign, role: str, seat_name: str, seat_description: str,
         taken = taken.exclude(pk=exclude.pk)
     if taken.exists():
         raise MembershipRefused(f"Another seat of this story is already called “{name}”.")
+    if name.casefold() == campaign.persona_name.strip().casefold():
+        # The game master's actions are sent under the persona's name: two
+        # characters of one name would make every such action ambiguous.
+        raise MembershipRefused(f"“{name}” is the game master's character in this story; choose another name.")
     return name, seat_description.strip()
 
 
@@ -136,8 +140,9 @@ def hand_over(*, campaign: Campaign, to_user) -> Campaign:
        they must have room for one more campaign of their own (the cap
        counts owned campaigns);
     2. the old owner stays as a player, seated as the campaign's persona
-       (whom they played as game master) or, if that name is taken, as
-       their username;
+       (whom they played as game master; the persona goes with them, and the
+       new game master names their own) or, if that name is taken, as their
+       username;
     3. the campaign's owner is the new game master.
     """
     campaign = _locked(campaign)
@@ -160,5 +165,11 @@ def hand_over(*, campaign: Campaign, to_user) -> Campaign:
     _save(Membership(campaign=campaign, user=old_owner, role=Membership.Role.PLAYER, seat_name=seat.strip(),
                      seat_description=campaign.persona_description))
     campaign.owner = to_user
-    campaign.save(update_fields=["owner", "updated"])
+    fields = ["owner", "updated"]
+    if seat.strip().casefold() == campaign.persona_name.strip().casefold():
+        # The persona left with the old game master, as their seat: the new
+        # one names their own character in the campaign's settings.
+        campaign.persona_name = campaign.persona_pronouns = campaign.persona_description = ""
+        fields += ["persona_name", "persona_pronouns", "persona_description"]
+    campaign.save(update_fields=fields)
     return campaign

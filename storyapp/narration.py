@@ -167,6 +167,8 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
         _fail(action, str(exc))
         return
 
+    # A shared story's cast: the names its players' actions are sent under.
+    speakers = tuple(seat.name for seat in inputs.campaign.cast)
     raw = ""
     last_flush = time.monotonic()
     stopped = False
@@ -185,7 +187,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
                 last_flush = time.monotonic()
                 # Written on every interval, changed or not: it is also the
                 # heartbeat that tells other workers this narration is alive.
-                prose, thinking = _reply_parts(raw, meter)
+                prose, thinking = _reply_parts(raw, meter, speakers)
                 if not _flush(action.pk, stateblock.visible_prose(prose), thinking, now=clock()):
                     stopped = True
                     break
@@ -201,7 +203,7 @@ def _narrate(action: Action, clock: Callable[[], datetime]) -> None:
     else:
         log.warning("Narration of action %s failed: %s Server: %s", action.pk, failure, detail or "(nothing)")
     built.report["samplers"] = meter.samplers
-    prose, thinking = _reply_parts(raw, meter)
+    prose, thinking = _reply_parts(raw, meter, speakers)
     if failure is None and not stopped and not stateblock.split(prose)[0].strip() and thinking:
         failure = (
             "The model spent its whole reply thinking and wrote no narration. Press Retry; if it happens again, "
@@ -217,13 +219,14 @@ def _waiting(action_id: int, waiting: bool) -> None:
     Action.objects.filter(pk=action_id).update(waiting_for_server=waiting)
 
 
-def _reply_parts(raw: str, meter: Meter) -> tuple[str, str]:
+def _reply_parts(raw: str, meter: Meter, speakers: tuple[str, ...]) -> tuple[str, str]:
     """The reply's prose and all the model's thinking: the deltas the server
     sent apart and the blocks in the reply's text. The prose ends at any
-    template's turn marker (contextbuild.instruct.trimmed_reply)."""
+    template's turn marker, or at a line the model wrote as one of the
+    story's `speakers` (contextbuild.instruct.trimmed_reply)."""
     thought = reasoning.split(raw)
     thinking = "\n\n".join(t for t in (meter.reasoning.strip(), thought.thinking) if t)
-    return instruct.trimmed_reply(thought.prose), thinking
+    return instruct.trimmed_reply(thought.prose, speakers=speakers), thinking
 
 
 def _measure(profile: EndpointProfile, built, meter: Meter) -> None:

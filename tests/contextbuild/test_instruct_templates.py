@@ -126,3 +126,17 @@ def test_detection_falls_back_to_the_model_name_then_plain():
 ])
 def test_no_template_token_or_reader_turn_survives_in_a_reply(reply, kept):
     assert instruct.trimmed_reply(reply) == kept
+
+
+@pytest.mark.parametrize(("reply", "kept"), [
+    ("The door creaks open.\nTobin: I draw my sword and charge.", "The door creaks open."),
+    ("The door creaks open.\n**Mara**: I follow him in.", "The door creaks open."),
+    ("The door creaks open.\n  mara : I follow.", "The door creaks open."),
+    # A name inside the prose, or another's label, is story.
+    ("Mara hears it: a bell.\nTobin's map: torn.", "Mara hears it: a bell.\nTobin's map: torn."),
+    ("The door creaks open.\nAldric: Who goes there?", "The door creaks open.\nAldric: Who goes there?"),
+])
+def test_a_line_written_as_a_seat_ends_the_reply(reply, kept):
+    """In a shared story the model must never write a player's turn; a
+    non-player character's line of dialogue stays."""
+    assert instruct.trimmed_reply(reply, speakers=("Mara", "Tobin")) == kept

@@ -97,14 +97,27 @@ def test_handing_over_makes_the_member_game_master_and_seats_the_old_owner(campa
     assert not campaign.memberships.filter(user=campaign.owner).exists()
 
 
+def test_a_seat_cannot_take_the_game_masters_character(campaign, bob):
+    with pytest.raises(members.MembershipRefused, match="“mara” is the game master's character"):
+        members.invite(campaign=campaign, username="bob", role="player", seat_name="mara")
+    assert not campaign.memberships.filter(user__username="bob").exists()
+
+
+def test_the_persona_leaves_with_the_old_game_master_as_their_seat(campaign, alice, carol):
+    members.hand_over(campaign=campaign, to_user=carol)
+    campaign.refresh_from_db()
+    assert (campaign.persona_name, campaign.persona_description) == ("", "")
+
+
 def test_an_old_owner_whose_persona_seat_is_taken_is_seated_by_username(campaign, alice, carol, bob):
-    members.invite(campaign=campaign, username="bob", role="player", seat_name="mara")
+    # A seat of the persona's name: the game master renamed their persona after bob sat down.
+    MembershipFactory(campaign=campaign, user=bob, seat_name="mara")
     members.hand_over(campaign=campaign, to_user=carol)
     assert _seats(campaign) == {"alice": ("player", "alice"), "bob": ("player", "mara")}
 
 
 def test_a_hand_over_that_cannot_seat_the_old_owner_changes_nothing(campaign, alice, carol, bob):
-    members.invite(campaign=campaign, username="bob", role="player", seat_name="Mara")
+    MembershipFactory(campaign=campaign, user=bob, seat_name="Mara")
     MembershipFactory(campaign=campaign, user=UserFactory(username="dave"), seat_name="Alice")
     before = _seats(campaign)
     with pytest.raises(members.MembershipRefused, match="both taken"):

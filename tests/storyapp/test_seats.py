@@ -58,6 +58,14 @@ def test_a_players_turn_is_stored_under_their_seat_and_the_game_masters_under_no
     assert (narration.parent.author, narration.parent.seat_name) == (alice, "")
 
 
+def test_a_narration_ends_where_the_model_starts_writing_a_players_turn(alice, bob, tobin, send, model):
+    """SmolLM2, seen through the pages, went on with "Mara: ..." lines of its
+    own: the narrator must never act for a player character."""
+    model.script({"reply": "The door groans open.\nTobin: I step through and draw my blade." + QUIET})
+    narration = send(alice, "I lift the lantern.")
+    assert narration.text == "The door groans open."
+
+
 def test_the_story_shows_each_action_under_its_seat_and_the_readers_own_as_you(alice, bob, tobin, send, campaign, model):
     model.script({"reply": "The door groans." + QUIET}, {"reply": "Rain." + QUIET})
     send(bob, "I open the door.")

@@ -67,6 +67,12 @@ def short_streams(monkeypatch):
 
 
 @pytest.fixture
+def campaign(alice, endpoint):
+    """Alice's campaign; as game master she plays Ysolde, beside the seats."""
+    return CampaignFactory(owner=alice, endpoint=endpoint, persona_name="Ysolde")
+
+
+@pytest.fixture
 def table(campaign, alice, library):
     """Alice invites her players and watcher from the members page; the lore
     holds a narrator-only source and Mara's secret; Alice whispers to Tobin
