@@ -16,6 +16,7 @@ from datetime import datetime
 
 from contextbuild import leaks
 
+from . import campaignevents
 from .models import Action, Campaign
 
 HELD_NOTICE = "The game master is reviewing the narration…"
@@ -64,5 +65,10 @@ def held_texts(campaign: Campaign) -> tuple[str, ...]:
 
 
 def narration_approve(*, action: Action, now: datetime) -> bool:
-    """Lets the players read a held narration; False if it was not held."""
-    return bool(Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now))
+    """Lets the players read a held narration; False if it was not held.
+    Told as a campaign event, so the players' pages fetch the story and
+    read it without a reload (static/js/live.js)."""
+    approved = bool(Action.objects.filter(pk=action.pk, held_for_review=True).update(held_for_review=False, reviewed=now))
+    if approved:
+        campaignevents.emit(action.campaign_id, "narration-approved", {"action": action.pk})
+    return approved

@@ -122,6 +122,10 @@ def test_in_rounds_one_narration_answers_the_round_once_both_players_acted(page,
         expect(action_by(each, "Mira", "I read the chart.")).to_have_count(1, timeout=LIVE)
         expect(each.locator("#turn-order")).to_contain_text("Mira: acted", timeout=LIVE)
     assert page.locator("#story .action.ai").count() == 0, "a narration came before the round was complete"
+    # Mira has had her say in this round: no Pass for her, and the box asks for an action, not an empty send.
+    expect(mira.locator("#pass-button")).to_have_count(0, timeout=LIVE)
+    expect(tomas.locator("#pass-button")).to_be_visible()
+    expect(mira.locator("#turn-text")).to_have_attribute("placeholder", "What does your character do?")
     send(mira, "I read it again.")
     expect(mira.locator("#story .refusal")).to_contain_text("already acted in this round")
     refused(mira)
