@@ -195,6 +195,8 @@ def test_under_review_the_players_read_the_narration_only_once_the_game_master_a
         expect(each.locator("#story .action.ai .held-for-review")).to_contain_text("reviewing", timeout=LIVE)
         assert "secret stones" not in each.locator("#story").inner_text().lower(), "a player read the held narration"
         expect(each.locator(".review-tools")).to_have_count(0)
+        # Nor may a player let the narrator go on from a narration they have not read.
+        expect(each.locator("#continue-button")).to_have_count(0)
 
     approve.click()
     expect(page.locator(".review-tools")).to_have_count(0)
@@ -202,6 +204,7 @@ def test_under_review_the_players_read_the_narration_only_once_the_game_master_a
         expect(each.locator("#story .action.ai .prose")).to_contain_text("Secret stones slide apart", timeout=LIVE)
         expect(each.locator("#story .action.ai .prose")).to_contain_text("secret29")
         expect(each.locator("#story .held-for-review")).to_have_count(0)
+        expect(each.locator("#continue-button")).to_be_visible()
 
 
 @pytest.mark.parametrize("width", ["desktop"])
