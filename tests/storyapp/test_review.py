@@ -6,7 +6,7 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
-from storyapp.models import Action
+from storyapp.models import Action, CampaignEvent
 from storyapp.review import HELD_NOTICE
 from storyapp.views import stream
 from tests.factories import MembershipFactory, UserFactory
@@ -165,3 +165,12 @@ def test_the_state_a_held_narration_set_is_not_shown_to_players(client, campaign
     client.force_login(campaign.owner)
     assert "The lamp room" in client.get(reverse("campaign_state", args=[campaign.pk]),
                                          HTTP_HX_REQUEST="true").content.decode()
+
+
+def test_approving_tells_the_players_pages_once(client, campaign, held, django_capture_on_commit_callbacks):
+    client.force_login(campaign.owner)
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post(reverse("narration_approve", args=[campaign.pk, held.pk]))
+    told = CampaignEvent.objects.filter(campaign=campaign, kind="narration-approved")
+    assert list(told.values_list("data", "audience")) == [({"action": held.pk}, CampaignEvent.EVERYONE)]
