@@ -108,6 +108,21 @@ def test_under_review_a_leaking_narration_waits_for_the_game_master(campaign, se
     assert narration.leaks and narration.held_for_review
 
 
+def test_an_edit_that_takes_the_secret_out_clears_the_leak_flag(client, campaign, secrets, play, model):
+    campaign.review = True
+    campaign.save(update_fields=["review"])
+    model.script({"reply": LEAKING})
+    _, narration = play("I step into the crypt.")
+    client.force_login(campaign.owner)
+    client.post(reverse("action_edit", args=[campaign.pk, narration.pk]), {"text": "The wind turns; bells, they say."})
+    narration.refresh_from_db()
+    assert narration.leaks == [] and narration.held_for_review
+    assert "leak-flag" not in client.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    client.post(reverse("action_edit", args=[campaign.pk, narration.pk]), {"text": LEAKING})
+    narration.refresh_from_db()
+    assert [leak["audience"] for leak in narration.leaks] == ["Mara"]
+
+
 def test_a_whisper_is_read_by_its_seat_alone(client, campaign, members, secrets):
     pages = {}
     for name, user in [("gm", campaign.owner), *members.items()]:
