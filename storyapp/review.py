@@ -20,7 +20,7 @@ from django.db import transaction
 from contextbuild import leaks
 
 from . import campaignevents, derived
-from .models import Action, Campaign, ContextSnapshot
+from .models import Action, Campaign, ContextSnapshot, Whisper
 
 HELD_NOTICE = "The game master is reviewing the narration…"
 
@@ -91,3 +91,12 @@ def narration_approve(*, action: Action, now: datetime) -> bool:
         # What it gives rise to waited for the approval (derived.after_narration).
         transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)
     return approved
+
+
+def whisper_to_seat(*, campaign: Campaign, seat_name: str, text: str) -> Whisper:
+    """A note from the game master to one seat. Told as an event for that
+    seat alone (and the game master), so its player's page fetches its
+    whispers (views.review.whispers_panel_view) without a reload."""
+    whisper = Whisper.objects.create(campaign=campaign, seat_name=seat_name, text=text)
+    campaignevents.emit(campaign.pk, "whisper", {"whisper": whisper.pk}, audience=seat_name)
+    return whisper
