@@ -1,7 +1,6 @@
 """Playing together in Chromium: a player's page follows the game master's
 turn, its narration and a whisper to their seat without a reload, keeps what
-the player is typing,
-and shows who is here."""
+the player is typing, and shows who is here."""
 
 from playwright.sync_api import expect
 
