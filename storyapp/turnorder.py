@@ -391,6 +391,8 @@ class TurnState:
     seconds_left: int | None = None
     #: Actions kept until the narrator is free.
     waiting: int = 0
+    #: Rounds: the round timed out and waits for a narration slot (TurnClock.closed).
+    closed: bool = False
     modes: tuple[tuple[str, str], ...] = tuple(Mode.choices)
 
 
@@ -416,5 +418,5 @@ def turn_state(campaign: Campaign, *, now: datetime) -> TurnState:
         shared=True, mode=mode.value, mode_label=mode.label, seats=states,
         whose_turn=next((s for s in states if s.their_turn), None),
         game_master_acted=campaign.owner_id in acted, seconds_left=left,
-        waiting=campaign.waiting_turns.count(),
+        waiting=campaign.waiting_turns.count(), closed=mode == Mode.ROUNDS and clock.closed,
     )

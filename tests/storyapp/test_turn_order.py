@@ -224,6 +224,7 @@ def _round_timed_out_at_the_cap(table, bob, carol, elsewhere):
     turnorder.on_sweep(now=start + timedelta(seconds=200))
     assert not Action.objects.filter(campaign=table, kind=AI).exists()
     assert TurnClock.objects.get(campaign=table).closed
+    assert turnorder.turn_state(table, now=start + timedelta(seconds=200)).closed
     # Closed: what is sent now is the next round's, and waits with it.
     act(table, carol, "Wren lights a torch.", now=start + timedelta(seconds=210))
     with pytest.raises(services.TurnRefused, match="The round is closed"):
@@ -240,7 +241,7 @@ def test_a_round_timed_out_at_the_narration_cap_is_narrated_when_a_narration_end
     with django_capture_on_commit_callbacks(execute=True):
         turnorder.after_narration(action_id=elsewhere.pk, now=start + timedelta(seconds=220))
     assert _story(table)[:2] == [(PLAYER, "Tam draws his sword.", "Tam"), (AI, DONE, "")]
-    assert not TurnClock.objects.get(campaign=table).closed
+    assert not turnorder.turn_state(table, now=start + timedelta(seconds=220)).closed
     # The narration ended: the round it kept waiting opens with Wren's action.
     assert _narrated(table)[-1] == "Wren lights a torch." and not WaitingTurn.objects.exists()
 
