@@ -167,6 +167,9 @@ class TurnClock(models.Model):
     seat = models.ForeignKey(Membership, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     #: Rounds: the ids of the readers who passed this round.
     passed = models.JSONField(default=list, blank=True)
+    #: Rounds: the round's timer ran out while the game master's narrations
+    #: were at their cap; it is narrated as soon as one of them ends.
+    closed = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"Turn clock of {self.campaign}"

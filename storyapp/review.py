@@ -20,7 +20,7 @@ from django.db import transaction
 from contextbuild import leaks
 
 from . import campaignevents, derived
-from .models import Action, Campaign
+from .models import Action, Campaign, ContextSnapshot, Whisper
 
 HELD_NOTICE = "The game master is reviewing the narration…"
 
@@ -31,11 +31,23 @@ def under_review(campaign: Campaign) -> bool:
     return campaign.review and campaign.memberships.exists()
 
 
+def leaks_in(prose: str, report: dict) -> list[dict]:
+    """The secrets `prose` repeats from the prompt its report describes."""
+    return [leak.as_record() for leak in leaks.find(prose, leaks.secret_passages(report))] if prose else []
+
+
 def finished(campaign: Campaign, prose: str, report: dict) -> dict:
     """What a narration that ended with `prose` stores of review: the
     secrets its text repeats from its own prompt, and whether it is held."""
-    found = [leak.as_record() for leak in leaks.find(prose, leaks.secret_passages(report))] if prose else []
-    return {"leaks": found, "held_for_review": bool(prose) and under_review(campaign)}
+    return {"leaks": leaks_in(prose, report), "held_for_review": bool(prose) and under_review(campaign)}
+
+
+def leaks_after_edit(action: Action) -> list[dict]:
+    """A narration's leak flag for its text as it now stands: an edit may
+    have taken the secret out (or written one in), checked against the
+    prompt it was written from."""
+    report = ContextSnapshot.objects.filter(action=action).values_list("report", flat=True).first()
+    return leaks_in(action.text, report or {})
 
 
 def withheld(actions: Iterable[Action], *, game_master: bool) -> set[int]:
@@ -79,3 +91,12 @@ def narration_approve(*, action: Action, now: datetime) -> bool:
         # What it gives rise to waited for the approval (derived.after_narration).
         transaction.on_commit(partial(derived.after_narration, action.pk), robust=True)
     return approved
+
+
+def whisper_to_seat(*, campaign: Campaign, seat_name: str, text: str) -> Whisper:
+    """A note from the game master to one seat. Told as an event for that
+    seat alone (and the game master), so its player's page fetches its
+    whispers (views.review.whispers_panel_view) without a reload."""
+    whisper = Whisper.objects.create(campaign=campaign, seat_name=seat_name, text=text)
+    campaignevents.emit(campaign.pk, "whisper", {"whisper": whisper.pk}, audience=seat_name)
+    return whisper

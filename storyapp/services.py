@@ -21,7 +21,7 @@ from contextbuild.narrative import NarrativeState
 from contextbuild.tokens import count_tokens
 from lifecycle import sending
 
-from . import campaignevents, derived
+from . import campaignevents, derived, review
 from .models import Action, Campaign, ContextSnapshot
 from .narration import NARRATE
 
@@ -331,6 +331,9 @@ def action_edit(*, campaign: Campaign, action: Action, text: str) -> Action:
         # The reader kept the cut-off text and finished it: now it is story.
         action.status, action.error = Action.Status.DONE, ""
         fields += ["status", "error"]
+    if action.kind == Action.Kind.AI:
+        action.leaks = review.leaks_after_edit(action)
+        fields.append("leaks")
     action.save(update_fields=fields)
     derived.withdraw_from(action)
     campaignevents.emit(campaign.pk, "action-edited", {"action": action.pk})

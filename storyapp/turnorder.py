@@ -7,7 +7,9 @@ answers (issue 27, Campaign.turn_mode).
 - rounds: each seat (every player, and the game master when they act)
   acts once or passes per round. The round's actions are stored in order,
   and one narration answers them all when every player seat has acted or
-  passed, the game master closes the round, or the round's timer runs out.
+  passed, the game master closes the round, or the round's timer runs out
+  (while the game master's narrations are at their cap, a timed-out round
+  waits closed, and is narrated when one of them ends).
 - turns: the player seats act in the order they joined; the game master
   acts at any time. A seat that does not act within the timer is skipped.
 
@@ -34,6 +36,9 @@ Mode = Campaign.TurnMode
 
 #: The longest round the lineage is read back for: more seats than a table holds.
 ROUND_WALK = lineage.PAGE
+#: Told when a round is closed and waits for a narration slot (`_expire`).
+CLOSED = ("The round is closed: the narrator answers it as soon as one of the game master's other stories "
+          "finishes its narration.")
 
 
 def is_shared(campaign: Campaign) -> bool:
@@ -63,10 +68,24 @@ def _head(campaign: Campaign) -> Action | None:
     return Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
 
 
-def _busy(campaign: Campaign) -> bool:
-    """Whether the narrator is writing, or actions wait for it."""
+def _writing(campaign: Campaign) -> bool:
     head = _head(campaign)
-    return (head is not None and head.in_flight) or campaign.waiting_turns.exists()
+    return head is not None and head.in_flight
+
+
+def _busy(campaign: Campaign, clock: TurnClock) -> bool:
+    """Whether the narrator is writing, actions wait for it, or a closed
+    round waits for a narration slot."""
+    return _writing(campaign) or campaign.waiting_turns.exists() or clock.closed
+
+
+def _over_cap(campaign: Campaign) -> bool:
+    """Whether the game master's narration cap (services.refuse_over_reader_cap) holds a narration back now."""
+    try:
+        services.refuse_over_reader_cap(campaign)
+    except services.TurnRefused:
+        return True
+    return False
 
 
 def _round_authors(campaign: Campaign) -> set[int]:
@@ -99,7 +118,7 @@ def _advance(seats: list[Membership], clock: TurnClock, steps: int = 1) -> None:
 
 def _restart(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     """The clock starts now, or waits for the narrator when it is writing."""
-    clock.started = None if _busy(campaign) else now
+    clock.started = None if _busy(campaign, clock) else now
 
 
 def _place(campaign: Campaign, **turn) -> None:
@@ -112,7 +131,7 @@ def _close_round(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None
     """One narration answers the round: after its last action, or, when
     every seat passed, the narrator writes on."""
     _place(campaign, text="", now=now)
-    clock.passed, clock.started = [], None
+    clock.passed, clock.started, clock.closed = [], None, False
     clock.save()
 
 
@@ -124,21 +143,26 @@ def _round_complete(campaign: Campaign, clock: TurnClock) -> bool:
 def _expire(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     """Ends the round or the seat's turn whose time has run out.
 
-    A round with an action or a pass in it closes; an empty one starts
-    again (there is nothing to answer). A turn passes to the next seat,
-    once per whole period gone, so a late check skips as many seats as the
-    timer did."""
+    A round with an action or a pass in it closes, and is narrated, or,
+    while the game master's narrations are at their cap, waits closed for
+    one of them to end (`_narrate_closed`): refused, it would never close.
+    An empty one starts again (there is nothing to answer). A turn passes
+    to the next seat, once per whole period gone, so a late check skips as
+    many seats as the timer did."""
     seconds = campaign.turn_seconds
-    if not seconds or clock.started is None or campaign.turn_mode == Mode.FREE or _busy(campaign):
+    if not seconds or clock.started is None or campaign.turn_mode == Mode.FREE or _busy(campaign, clock):
         return
     periods = int((now - clock.started).total_seconds() // seconds)
     if periods < 1:
         return
     if campaign.turn_mode == Mode.ROUNDS:
-        if _round_authors(campaign) or clock.passed:
+        if not (_round_authors(campaign) or clock.passed):
+            clock.started = now
+        elif _over_cap(campaign):
+            clock.closed, clock.started = True, None
+        else:
             _close_round(campaign, clock, now=now)
             return
-        clock.started = now
     else:
         seats = _seats(campaign)
         if not seats:
@@ -153,9 +177,9 @@ def _release(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
     """Gives waiting actions their place once the narrator is idle: in free
     and turn play the oldest, narrated on its own; in rounds all of them,
     as the new round's, which closes if that completes it. Starts the
-    clock that waited for the narrator."""
-    head = _head(campaign)
-    if head is not None and head.in_flight:
+    clock that waited for the narrator. Actions sent while a closed round
+    waits are the next round's: they wait with it."""
+    if _writing(campaign) or clock.closed:
         return
     waiting = list(campaign.waiting_turns.select_related("author"))
     rounds = campaign.turn_mode == Mode.ROUNDS
@@ -183,8 +207,16 @@ def settle(*, campaign: Campaign, now: datetime) -> None:
         return
     with transaction.atomic():
         campaign, clock = _locked(campaign)
+        _narrate_closed(campaign, clock, now=now)
         _expire(campaign, clock, now=now)
         _release(campaign, clock, now=now)
+
+
+def _narrate_closed(campaign: Campaign, clock: TurnClock, *, now: datetime) -> None:
+    """A round closed while the game master's narrations were at their cap
+    is narrated once one of them has ended."""
+    if clock.closed and not _writing(campaign) and not _over_cap(campaign):
+        _close_round(campaign, clock, now=now)
 
 
 def _reader_id(place: Place) -> int:
@@ -199,6 +231,8 @@ def _refuse_out_of_turn(seats: list[Membership], clock: TurnClock, reader_id: in
 
 def _refuse_second_in_round(campaign: Campaign, clock: TurnClock, reader_id: int) -> None:
     if reader_id in _round_authors(campaign) or reader_id in clock.passed:
+        if clock.closed:
+            raise services.TurnRefused(CLOSED)
         raise services.TurnRefused(
             "You have already acted in this round. The narrator answers once every seat has acted or passed, "
             "or when the game master closes the round."
@@ -210,7 +244,7 @@ def _refuse_over_cap_if_narrating(campaign: Campaign, clock: TurnClock, reader_i
     checked when this action starts a narration now: the narrator idle, and
     in rounds, the action completing its round. An action that waits joins
     a narration already counted (the campaign counts once)."""
-    if _busy(campaign):
+    if _busy(campaign, clock):
         return
     if campaign.turn_mode == Mode.ROUNDS:
         done = _round_authors(campaign) | set(clock.passed) | {reader_id}
@@ -260,6 +294,8 @@ def turn_pass(*, place: Place, now: datetime) -> None:
     with transaction.atomic():
         campaign, clock = _locked(campaign)
         if campaign.turn_mode == Mode.ROUNDS:
+            if clock.closed:
+                raise services.TurnRefused(CLOSED)
             _refuse_second_in_round(campaign, clock, reader_id)
             _refuse_over_cap_if_narrating(campaign, clock, reader_id)
             clock.passed = [*clock.passed, reader_id]
@@ -282,7 +318,9 @@ def round_close(*, campaign: Campaign, now: datetime) -> None:
         campaign, clock = _locked(campaign)
         if campaign.turn_mode != Mode.ROUNDS:
             raise services.TurnRefused("Only a round can be closed, and this story is not played in rounds.")
-        if _busy(campaign):
+        if clock.closed:
+            raise services.TurnRefused(CLOSED)
+        if _busy(campaign, clock):
             raise services.TurnRefused("The narrator is still answering the last round.")
         services.refuse_over_reader_cap(campaign)
         _close_round(campaign, clock, now=now)
@@ -296,7 +334,7 @@ def order_set(*, campaign: Campaign, mode: str, seconds: int, now: datetime) -> 
         campaign, clock = _locked(campaign)
         campaign.turn_mode, campaign.turn_seconds = mode, seconds
         campaign.save(update_fields=["turn_mode", "turn_seconds", "updated"])
-        clock.passed, clock.seat = [], None
+        clock.passed, clock.seat, clock.closed = [], None, False
         _restart(campaign, clock, now=now)
         clock.save()
         campaignevents.emit(campaign.pk, "turn-order", {"mode": mode})
@@ -305,10 +343,14 @@ def order_set(*, campaign: Campaign, mode: str, seconds: int, now: datetime) -> 
 
 def after_narration(*, action_id: int, now: datetime) -> None:
     """A narration ended (done, failed or stopped): the next waiting action
-    may take its place."""
+    may take its place, and the slot it held under the game master's cap
+    may be what a closed round of another of their stories waits for."""
     campaign = Campaign.objects.filter(actions__pk=action_id).first()
-    if campaign is not None:
-        settle(campaign=campaign, now=now)
+    if campaign is None:
+        return
+    settle(campaign=campaign, now=now)
+    for other in Campaign.objects.filter(owner_id=campaign.owner_id, turn_clock__closed=True).exclude(pk=campaign.pk):
+        settle(campaign=other, now=now)
 
 
 def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
@@ -316,6 +358,7 @@ def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
     rounds and skips turns whose time ran out with nobody on the page, and
     places actions a lost narration hook left waiting."""
     due = set(WaitingTurn.objects.values_list("campaign_id", flat=True))
+    due |= set(TurnClock.objects.filter(closed=True).values_list("campaign_id", flat=True))
     clocks = TurnClock.objects.filter(started__isnull=False, campaign__turn_seconds__gt=0).exclude(
         campaign__turn_mode=Mode.FREE).select_related("campaign")
     due |= {c.campaign_id for c in clocks if c.started + timedelta(seconds=c.campaign.turn_seconds) <= now}
@@ -348,6 +391,8 @@ class TurnState:
     seconds_left: int | None = None
     #: Actions kept until the narrator is free.
     waiting: int = 0
+    #: Rounds: the round timed out and waits for a narration slot (TurnClock.closed).
+    closed: bool = False
     modes: tuple[tuple[str, str], ...] = tuple(Mode.choices)
 
 
@@ -373,5 +418,5 @@ def turn_state(campaign: Campaign, *, now: datetime) -> TurnState:
         shared=True, mode=mode.value, mode_label=mode.label, seats=states,
         whose_turn=next((s for s in states if s.their_turn), None),
         game_master_acted=campaign.owner_id in acted, seconds_left=left,
-        waiting=campaign.waiting_turns.count(),
+        waiting=campaign.waiting_turns.count(), closed=mode == Mode.ROUNDS and clock.closed,
     )

@@ -40,6 +40,7 @@ campaign_patterns = [
     path("actions/<int:action_id>/stop/", play.narration_stop, name="narration_stop"),
     path("actions/<int:action_id>/approve/", review.narration_approve_view, name="narration_approve"),
     path("whispers/", review.whisper_send, name="whisper_send"),
+    path("whispers/panel/", review.whispers_panel_view, name="whispers_panel"),
     path("actions/<int:action_id>/stream/", stream.action_stream, name="action_stream"),
     path("events/", events.campaign_events, name="campaign_events"),
     path("actions/<int:action_id>/context/", inspector.context_inspector, name="context_inspector"),

@@ -8,6 +8,10 @@
 // made itself, whose answer already showed it, fetches nothing more. The turn
 // box is outside #story and never touched; an action being edited in place
 // holds the refetch back until it is saved or cancelled.
+//
+// A whisper to this page's seat changes no story: the whispers panel alone
+// is fetched (storyapp.views.review.whispers_panel_view), unless the game
+// master is writing the next one there.
 (function () {
   "use strict";
   const live = document.getElementById("live");
@@ -16,6 +20,8 @@
   const list = document.getElementById("live-present");
   // Told by the stream, but no change to the story.
   const QUIET = new Set(["presence"]);
+  // Told by the stream, and fetched into their own panel, not the story.
+  const PANELS = { whisper: refreshWhispers };
   const ROLES = { gm: "Game master", player: "Player", watcher: "Watcher" };
   const story = () => document.getElementById("story");
   const shown = () => Number((story() && story().dataset.event) || 0);
@@ -37,6 +43,14 @@
     // From #live, which holds no command: play.js then moves no focus, and
     // keeps the reader's scroll unless they were at the story's end.
     htmx.ajax("GET", live.dataset.play, { source: live, target: "#story", swap: "outerHTML" });
+  }
+
+  function refreshWhispers() {
+    const panel = document.getElementById("whispers");
+    if (!panel) return;
+    const draft = panel.querySelector("textarea");
+    if (panel.contains(document.activeElement) || (draft && draft.value.trim())) return;
+    htmx.ajax("GET", live.dataset.whispers, { source: live, target: "#whispers", swap: "outerHTML" });
   }
 
   const aimsAtStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
@@ -63,7 +77,8 @@
     source.addEventListener("change", (message) => {
       const event = JSON.parse(message.data);
       last = Math.max(last, event.id);
-      if (QUIET.has(event.kind) || followed(event)) return;
+      if (PANELS[event.kind]) PANELS[event.kind]();
+      if (QUIET.has(event.kind) || PANELS[event.kind] || followed(event)) return;
       wanted = Math.max(wanted, event.id);
       refresh();
     });

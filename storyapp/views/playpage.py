@@ -46,14 +46,18 @@ def player_seats(campaign: Campaign) -> list[str]:
 
 def whispers_panel(campaign: Campaign, place: Place | None, form: WhisperForm | None = None) -> dict:
     """The whispers the reader may read (the game master all, a player their
-    seat's, a watcher none) and, for the game master, the form to send one."""
+    seat's, a watcher none) and, for the game master, the form to send one.
+    `whispers_reader`: whether the page holds the panel at all, hidden while
+    empty, so a whisper sent later has a place to be fetched into."""
     if place is None or not (place.is_game_master or place.seat_name):
-        return {"whispers": [], "whisper_form": None}
+        return {"whispers": [], "whisper_form": None, "whispers_reader": False}
     whispers = Whisper.objects.filter(campaign=campaign)
     if not place.is_game_master:
-        return {"whispers": list(whispers.filter(seat_name=place.seat_name)), "whisper_form": None}
+        return {"whispers": list(whispers.filter(seat_name=place.seat_name)), "whisper_form": None,
+                "whispers_reader": True}
     seats = player_seats(campaign)
-    return {"whispers": list(whispers), "whisper_form": form or (WhisperForm(seats=seats) if seats else None)}
+    return {"whispers": list(whispers), "whisper_form": form or (WhisperForm(seats=seats) if seats else None),
+            "whispers_reader": True}
 
 
 def story_context(campaign: Campaign, place: Place | None = None) -> dict:

@@ -9,10 +9,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ..access import action_for, campaign_for, place_in
+from ..access import action_for, campaign_for, place_for, place_in
 from ..forms import WhisperForm
-from ..models import Whisper
-from ..review import narration_approve
+from ..review import narration_approve, whisper_to_seat
 from .play import _story_response
 from .playpage import player_seats, whispers_panel
 
@@ -35,8 +34,8 @@ def whisper_send(request: HttpRequest, pk: int) -> HttpResponse:
     form = WhisperForm(request.POST, seats=player_seats(campaign))
     status = 400
     if form.is_valid():
-        Whisper.objects.create(campaign=campaign, seat_name=form.cleaned_data["seat_name"],
-                               text=form.cleaned_data["text"].strip())
+        whisper_to_seat(campaign=campaign, seat_name=form.cleaned_data["seat_name"],
+                        text=form.cleaned_data["text"].strip())
         form, status = None, 200
     elif not request.htmx:
         messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
@@ -44,3 +43,12 @@ def whisper_send(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("campaign_play", pk=pk)
     context = {"campaign": campaign, "place": place, **whispers_panel(campaign, place, form)}
     return render(request, "storyapp/play.html#whispers", context, status=status)
+
+
+@login_required
+def whispers_panel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whispers panel alone, as this member may read it: what a live
+    page fetches when a whisper was sent to its seat."""
+    place = place_for(request, pk)
+    context = {"campaign": place.campaign, "place": place, **whispers_panel(place.campaign, place)}
+    return render(request, "storyapp/play.html#whispers", context)

@@ -1,6 +1,6 @@
 """Playing together in Chromium: a player's page follows the game master's
-turn and its narration without a reload, keeps what the player is typing,
-and shows who is here."""
+turn, its narration and a whisper to their seat without a reload, keeps what
+the player is typing, and shows who is here."""
 
 from playwright.sync_api import expect
 
@@ -30,3 +30,22 @@ def test_a_players_page_shows_the_game_masters_turn_and_its_narration_live(page,
     expect(other_page.locator("#story .action.ai .prose")).to_contain_text("bright29")
     expect(other_page.locator("#turn-text")).to_have_value("I wait by the door, half a thought")
     assert other_page.locator("#story .action.ai .prose").inner_text().count("The lantern gutters") == 1
+
+
+def test_a_whisper_reaches_its_players_page_without_a_reload(page, other_page, campaign):
+    Membership.objects.create(campaign=campaign, user=UserFactory(username="bob"),
+                              role=Membership.Role.PLAYER, seat_name="Mira")
+    other_page.goto(f"/campaigns/{campaign.pk}/")
+    expect(other_page.locator("#live-state")).to_have_text("Live")
+    expect(other_page.locator("#whispers")).to_be_hidden()
+    other_page.locator("#turn-text").fill("I count the coins")
+
+    page.goto(f"/campaigns/{campaign.pk}/")
+    page.locator("#whispers textarea").fill("The third coin is false.")
+    page.locator("#whisper-send").click()
+    expect(page.locator("#whispers .whisper-list")).to_contain_text("To Mira: The third coin is false.")
+
+    expect(other_page.locator("#whispers .whisper-list")).to_contain_text("The third coin is false.", timeout=10_000)
+    expect(other_page.locator("#whispers")).to_be_visible()
+    expect(other_page.locator("#whisper-send")).to_have_count(0)
+    expect(other_page.locator("#turn-text")).to_have_value("I count the coins")

@@ -8,7 +8,9 @@ from django.urls import reverse
 
 from knowledge import services as knowledge_services
 from knowledge.models import KnowledgeSource, LoreEntry
-from storyapp.models import Whisper
+from storyapp import campaignevents
+from storyapp.access import place_in
+from storyapp.models import CampaignEvent, Whisper
 from tests.factories import MembershipFactory, UserFactory, world_info_book
 
 CRYPT = "The abbot buried the silver crown beneath the third pillar of the crypt."
@@ -108,6 +110,21 @@ def test_under_review_a_leaking_narration_waits_for_the_game_master(campaign, se
     assert narration.leaks and narration.held_for_review
 
 
+def test_an_edit_that_takes_the_secret_out_clears_the_leak_flag(client, campaign, secrets, play, model):
+    campaign.review = True
+    campaign.save(update_fields=["review"])
+    model.script({"reply": LEAKING})
+    _, narration = play("I step into the crypt.")
+    client.force_login(campaign.owner)
+    client.post(reverse("action_edit", args=[campaign.pk, narration.pk]), {"text": "The wind turns; bells, they say."})
+    narration.refresh_from_db()
+    assert narration.leaks == [] and narration.held_for_review
+    assert "leak-flag" not in client.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    client.post(reverse("action_edit", args=[campaign.pk, narration.pk]), {"text": LEAKING})
+    narration.refresh_from_db()
+    assert [leak["audience"] for leak in narration.leaks] == ["Mara"]
+
+
 def test_a_whisper_is_read_by_its_seat_alone(client, campaign, members, secrets):
     pages = {}
     for name, user in [("gm", campaign.owner), *members.items()]:
@@ -116,6 +133,43 @@ def test_a_whisper_is_read_by_its_seat_alone(client, campaign, members, secrets)
     assert _escaped(WHISPER) in pages["gm"] and _escaped(WHISPER) in pages["carol"]
     assert _escaped(WHISPER) not in pages["erin"] and _escaped(WHISPER) not in pages["dave"]
     assert 'id="whisper-send"' in pages["gm"] and 'id="whisper-send"' not in pages["carol"]
+
+
+def test_a_whisper_is_told_live_to_its_seat_and_the_game_master_alone(
+    client, campaign, members, django_capture_on_commit_callbacks,
+):
+    client.force_login(campaign.owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("whisper_send", args=[campaign.pk]), {"seat_name": "Ivo", "text": WHISPER},
+                    HTTP_HX_REQUEST="true")
+    [event] = CampaignEvent.objects.filter(campaign=campaign, kind="whisper")
+    assert event.audience == "Ivo" and WHISPER not in str(event.data)
+    for user, sees in [(campaign.owner, True), (members["carol"], True), (members["erin"], False),
+                       (members["dave"], False)]:
+        assert campaignevents.visible_to(place_in(campaign, user)).filter(pk=event.pk).exists() is sees
+
+
+def test_the_whispers_panel_is_fetched_as_each_member_may_read_it(client, campaign, members, secrets):
+    url = reverse("whispers_panel", args=[campaign.pk])
+    panels = {}
+    for name, user in [("gm", campaign.owner), *members.items()]:
+        client.force_login(user)
+        response = client.get(url, HTTP_HX_REQUEST="true")
+        assert response.status_code == 200
+        panels[name] = response.content.decode()
+    assert _escaped(WHISPER) in panels["gm"] and 'id="whisper-send"' in panels["gm"]
+    assert _escaped(WHISPER) in panels["carol"] and 'id="whisper-send"' not in panels["carol"]
+    # A seat with no whispers yet holds the panel, hidden, for the next one to be fetched into.
+    assert 'id="whispers"' in panels["erin"] and " hidden>" in panels["erin"] and _escaped(WHISPER) not in panels["erin"]
+    assert 'id="whispers"' not in panels["dave"] and _escaped(WHISPER) not in panels["dave"]
+    client.force_login(UserFactory(username="mallory"))
+    assert client.get(url).status_code == 404
+
+
+def test_a_player_without_whispers_has_an_empty_panel_on_the_page(client, campaign, members):
+    client.force_login(members["erin"])
+    page = client.get(reverse("campaign_play", args=[campaign.pk])).content.decode()
+    assert 'id="whispers"' in page and 'data-whispers="' in page
 
 
 def test_only_the_game_master_whispers(client, campaign, members):

@@ -14,7 +14,7 @@ from django.utils import timezone
 from storyapp import lineage, services, turnorder
 from storyapp.access import place_in
 from storyapp.models import Action, Campaign, Membership, TurnClock, WaitingTurn
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import ActionFactory, CampaignFactory, MembershipFactory, UserFactory
 
 HTMX = {"HX-Request": "true"}
 
@@ -207,6 +207,54 @@ def test_a_round_closes_when_its_timer_runs_out(table, bob, django_capture_on_co
         turnorder.on_sweep(now=start + timedelta(seconds=61))
         turnorder.on_sweep(now=start + timedelta(seconds=62))  # twice: still one narration
     assert _story(table) == [(PLAYER, "Tam draws his sword.", "Tam"), (AI, DONE, "")]
+
+
+@pytest.fixture
+def elsewhere(table, settings):
+    """A narration of alice's other story holding her one narration slot."""
+    settings.LOREMASTER_NARRATIONS_PER_READER = 1
+    return ActionFactory(campaign=CampaignFactory(owner=table.owner), kind=AI, text="", status=PENDING)
+
+
+def _round_timed_out_at_the_cap(table, bob, carol, elsewhere):
+    _mode(table, Campaign.TurnMode.ROUNDS, seconds=60)
+    start = timezone.now()
+    act(table, bob, "Tam draws his sword.", now=start)
+    turnorder.on_sweep(now=start + timedelta(seconds=61))
+    turnorder.on_sweep(now=start + timedelta(seconds=200))
+    assert not Action.objects.filter(campaign=table, kind=AI).exists()
+    assert TurnClock.objects.get(campaign=table).closed
+    assert turnorder.turn_state(table, now=start + timedelta(seconds=200)).closed
+    # Closed: what is sent now is the next round's, and waits with it.
+    act(table, carol, "Wren lights a torch.", now=start + timedelta(seconds=210))
+    with pytest.raises(services.TurnRefused, match="The round is closed"):
+        act(table, bob, "Tam strikes.", now=start + timedelta(seconds=211))
+    assert _narrated(table) == ["Tam draws his sword."]
+    Action.objects.filter(pk=elsewhere.pk).update(status=DONE, text="Far away, the tide turns.")
+    return start
+
+
+def test_a_round_timed_out_at_the_narration_cap_is_narrated_when_a_narration_ends(
+    table, bob, carol, elsewhere, django_capture_on_commit_callbacks,
+):
+    start = _round_timed_out_at_the_cap(table, bob, carol, elsewhere)
+    with django_capture_on_commit_callbacks(execute=True):
+        turnorder.after_narration(action_id=elsewhere.pk, now=start + timedelta(seconds=220))
+    assert _story(table)[:2] == [(PLAYER, "Tam draws his sword.", "Tam"), (AI, DONE, "")]
+    assert not turnorder.turn_state(table, now=start + timedelta(seconds=220)).closed
+    # The narration ended: the round it kept waiting opens with Wren's action.
+    assert _narrated(table)[-1] == "Wren lights a torch." and not WaitingTurn.objects.exists()
+
+
+def test_a_round_timed_out_at_the_narration_cap_is_narrated_by_the_sweep_once_a_slot_is_free(
+    table, bob, carol, elsewhere, django_capture_on_commit_callbacks,
+):
+    start = _round_timed_out_at_the_cap(table, bob, carol, elsewhere)
+    with django_capture_on_commit_callbacks(execute=True):
+        turnorder.on_sweep(now=start + timedelta(seconds=220))
+        turnorder.on_sweep(now=start + timedelta(seconds=221))  # twice: still one narration
+    assert Action.objects.filter(campaign=table, kind=AI).count() == 1
+    assert _story(table)[:2] == [(PLAYER, "Tam draws his sword.", "Tam"), (AI, DONE, "")]
 
 
 def test_an_empty_round_whose_timer_runs_out_starts_again_without_a_narration(table):
