@@ -61,6 +61,12 @@ def whispers_panel(campaign: Campaign, place: Place | None, form: WhisperForm | 
 
 
 def story_context(campaign: Campaign, place: Place | None = None) -> dict:
+    # Where in the event log this story stands, read before the story: an
+    # event is stored after its change commits, so everything it tells of is
+    # in what is read next, and anything later makes the live page refetch.
+    # (Read after, a change landing in between was marked seen unshown.)
+    last_event = campaignevents.latest_id(campaign)
+    campaign.refresh_from_db(fields=["head"])
     head = Action.objects.filter(pk=campaign.head_id).first() if campaign.head_id else None
     actions = lineage.tail(campaign.pk, campaign.head_id, STORY_PAGE)
     alternatives = services.alternatives(head) if head is not None and head.kind == Action.Kind.AI else []
@@ -83,9 +89,8 @@ def story_context(campaign: Campaign, place: Place | None = None) -> dict:
         "derived_trouble": selectors.derived_trouble(campaign),
         "turn_limit": TurnForm.base_fields["text"].max_length,
         "turn": turnorder.turn_state(campaign, now=timezone.now()),
-        # Where in the event log this story stands: the page's live stream
-        # starts there, and refetches the story only for what came after.
-        "last_event": campaignevents.latest_id(campaign),
+        # The page's live stream starts there, and refetches the story only for what came after.
+        "last_event": last_event,
         **state_panel(campaign, review.state_head(head, game_master=place is not None and place.is_game_master)),
         **reading(place, [*actions, *alternatives]),
         **whispers_panel(campaign, place),
