@@ -258,14 +258,20 @@ def trimmed_reply(text: str, *, speakers: tuple[str, ...] = ()) -> str:
     begins with one of those labels is the model writing that player's turn,
     which the narrator must never do, so the reply ends there too (what
     follows, a state block included, belongs to the invented turn, as after
-    a template's turn marker)."""
+    a template's turn marker); a first line so labelled is dropped."""
     match = _turn_markers().search(text)
     if match is not None:
         text = text[: match.start()]
     names = [name.strip() for name in speakers if name.strip()]
     if names:
         labels = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
-        turn = re.search(rf"\n[ \t]*(?:\*\*)?(?:{labels})(?:\*\*)?[ \t]*:", text, re.IGNORECASE)
+        label = rf"[ \t]*(?:\*\*)?(?:{labels})(?:\*\*)?[ \t]*:"
+        # A reply that opens as a seat (SmolLM2 restating the player's turn
+        # under a name) loses that line; the narration is what follows.
+        opening = re.match(rf"\s*{label}[^\n]*(?:\n|$)", text, re.IGNORECASE)
+        if opening is not None:
+            text = text[opening.end():]
+        turn = re.search(rf"\n{label}", text, re.IGNORECASE)
         if turn is not None:
             text = text[: turn.start()]
     return _LEADING_LABEL.sub("", text, count=1)

@@ -135,6 +135,8 @@ def test_no_template_token_or_reader_turn_survives_in_a_reply(reply, kept):
     # A name inside the prose, or another's label, is story.
     ("Mara hears it: a bell.\nTobin's map: torn.", "Mara hears it: a bell.\nTobin's map: torn."),
     ("The door creaks open.\nAldric: Who goes there?", "The door creaks open.\nAldric: Who goes there?"),
+    ("Mara: I slip into the tavern.\nSmoke hangs under the beams.\nTobin: I sit.", "Smoke hangs under the beams."),
+    ("Mara: I slip into the tavern.", ""),
 ])
 def test_a_line_written_as_a_seat_ends_the_reply(reply, kept):
     """In a shared story the model must never write a player's turn; a
