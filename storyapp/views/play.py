@@ -57,7 +57,7 @@ def story_earlier(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
-def _story_response(
+def story_response(
     request: HttpRequest, campaign: Campaign, *, error: str = "", text: str = "", status: int = 409,
     place: Place | None = None,
 ) -> HttpResponse:
@@ -87,16 +87,16 @@ def turn_submit(request: HttpRequest, pk: int) -> HttpResponse:
     form = TurnForm(request.POST)
     typed = request.POST.get("text", "")
     if not form.is_valid():
-        return _story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400,
+        return story_response(request, campaign, error=" ".join(form.errors.get("text", [])), text=typed, status=400,
                                place=place)
     try:
         quotas.spend(quotas.TURNS, request.user.pk)
         turnorder.submit(place=place, text=form.cleaned_data["text"], now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc), text=typed, place=place)
+        return story_response(request, campaign, error=str(exc), text=typed, place=place)
     except quotas.OverQuota as exc:
-        return quotas.over_quota(_story_response(request, campaign, error=str(exc), text=typed, place=place), exc)
-    response = _story_response(request, campaign, place=place)
+        return quotas.over_quota(story_response(request, campaign, error=str(exc), text=typed, place=place), exc)
+    response = story_response(request, campaign, place=place)
     return trigger_client_event(response, "turn-accepted") if request.htmx else response
 
 
@@ -109,10 +109,10 @@ def _story_command(request: HttpRequest, pk: int, command, *, event: str = "", r
             quotas.spend(rate, request.user.pk)
         command(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
+        return story_response(request, campaign, error=str(exc))
     except quotas.OverQuota as exc:
-        return quotas.over_quota(_story_response(request, campaign, error=str(exc)), exc)
-    response = _story_response(request, campaign)
+        return quotas.over_quota(story_response(request, campaign, error=str(exc)), exc)
+    response = story_response(request, campaign)
     return trigger_client_event(response, event) if event and request.htmx else response
 
 
@@ -125,12 +125,12 @@ def turn_undo(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         undone = services.turn_undo(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
+        return story_response(request, campaign, error=str(exc))
     if not request.htmx:
         if undone.player_text:
             request.session[RESTORED_TURN_KEY] = undone.player_text
         return redirect("campaign_play", pk=campaign.pk)
-    response = _story_response(request, campaign)
+    response = story_response(request, campaign)
     return trigger_client_event(response, "turn-restored", {"text": undone.player_text})
 
 
@@ -153,8 +153,8 @@ def _action_command(request: HttpRequest, pk: int, action_id: int, command) -> H
     try:
         command(campaign=campaign, action=action, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
-    return _story_response(request, campaign)
+        return story_response(request, campaign, error=str(exc))
+    return story_response(request, campaign)
 
 
 @login_required

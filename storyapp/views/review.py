@@ -7,12 +7,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from ..access import action_for, campaign_for, place_for, place_in
 from ..forms import WhisperForm
 from ..review import narration_approve, whisper_to_seat
-from .play import _story_response
+from .play import story_response
 from .playpage import player_seats, whispers_panel
 
 
@@ -22,7 +22,7 @@ def narration_approve_view(request: HttpRequest, pk: int, action_id: int) -> Htt
     """Lets the players read a held narration (as it stands, edits included)."""
     action = action_for(request, pk, action_id)
     narration_approve(action=action, now=timezone.now())
-    return _story_response(request, action.campaign)
+    return story_response(request, action.campaign)
 
 
 @login_required
@@ -46,6 +46,7 @@ def whisper_send(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def whispers_panel_view(request: HttpRequest, pk: int) -> HttpResponse:
     """The whispers panel alone, as this member may read it: what a live
     page fetches when a whisper was sent to its seat."""

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from .. import services, turnorder
 from ..access import actor_for, campaign_for
 from ..forms import TurnOrderForm
-from .play import _story_response
+from .play import story_response
 
 
 @login_required
@@ -21,10 +21,10 @@ def campaign_turn_order(request: HttpRequest, pk: int) -> HttpResponse:
     form = TurnOrderForm(request.POST)
     if not form.is_valid():
         errors = " ".join(str(e) for field in form.errors.values() for e in field)
-        return _story_response(request, campaign, error=errors, status=400)
+        return story_response(request, campaign, error=errors, status=400)
     turnorder.order_set(campaign=campaign, mode=form.cleaned_data["turn_mode"],
                         seconds=form.cleaned_data["turn_seconds"], now=timezone.now())
-    return _story_response(request, campaign)
+    return story_response(request, campaign)
 
 
 @login_required
@@ -34,8 +34,8 @@ def round_close(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         turnorder.round_close(campaign=campaign, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, campaign, error=str(exc))
-    return _story_response(request, campaign)
+        return story_response(request, campaign, error=str(exc))
+    return story_response(request, campaign)
 
 
 @login_required
@@ -45,5 +45,5 @@ def turn_pass(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         turnorder.turn_pass(place=place, now=timezone.now())
     except services.TurnRefused as exc:
-        return _story_response(request, place.campaign, error=str(exc), place=place)
-    return _story_response(request, place.campaign, place=place)
+        return story_response(request, place.campaign, error=str(exc), place=place)
+    return story_response(request, place.campaign, place=place)

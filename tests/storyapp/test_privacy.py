@@ -60,7 +60,7 @@ INTRUSION = {"text": "intruder was here", "username": "bob", "role": "player", "
 #: Views that only read the story: a member's POST is answered as a GET (or
 #: its redirect), and must change nothing either.
 READS = {"campaign_play", "story_earlier", "action_detail", "action_stream", "story_export_markdown",
-         "story_export_html", "campaign_members", "context_inspector", "campaign_events"}
+         "story_export_html", "campaign_members", "context_inspector", "campaign_events", "whispers_panel"}
 
 
 @pytest.fixture
