@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
 from .models import Action, Campaign, Membership
@@ -26,10 +26,6 @@ class Role(enum.StrEnum):
     GAME_MASTER = "gm"
     PLAYER = Membership.Role.PLAYER.value
     WATCHER = Membership.Role.WATCHER.value
-
-    @property
-    def label(self) -> str:
-        return {"gm": "Game master", "player": "Player", "watcher": "Watcher"}[self.value]
 
 
 @dataclass(frozen=True)
@@ -69,8 +65,8 @@ def place_for(request: HttpRequest, pk: int) -> Place:
     """Any member's view of the campaign (reading it); 404 for everyone else."""
     campaign = get_object_or_404(Campaign.objects.of_member(request.user), pk=pk)
     place = place_in(campaign, request.user)
-    if place is None:  # the membership went between the two queries
-        raise PermissionDenied(WATCHERS_READ)
+    if place is None:  # the membership went between the two queries: a non-member now
+        raise Http404("No such campaign.")
     return place
 
 

@@ -28,6 +28,8 @@ PRESENT_SECONDS = 20
 MARK_EVERY_SECONDS = 5
 #: The stored event a member's arrival is told by (see `mark_seen`).
 ARRIVED = "presence"
+#: How long events are kept: a page away longer reloads the story whole.
+KEPT = timedelta(days=1)
 
 
 def emit(campaign_id: int, kind: str, data: dict | None = None, audience: str = CampaignEvent.EVERYONE) -> None:
@@ -93,3 +95,11 @@ def present(campaign: Campaign, *, now: datetime) -> list[dict]:
         "user__username", "role", "seat_name")
     here += [{"name": name, "role": role, "seat": seat} for name, role, seat in members]
     return here
+
+
+def on_sweep(sender=None, *, now: datetime, **kwargs) -> None:
+    """The workers' periodic sweep (lifecycle.signals.periodic_sweep): the
+    log keeps a day. A page holds its place as an id, and one that asks
+    after a pruned event is sent what followed it, so nothing it can still
+    show is lost; the story page itself is read whole."""
+    CampaignEvent.objects.filter(created__lt=now - KEPT).delete()

@@ -18,7 +18,8 @@ class CampaignForm(SamplerFields, forms.ModelForm):
     GROUPS = (
         ("Story and opening scene", ("title", "plot_essentials", "opening_text")),
         ("Your character", ("persona_name", "persona_pronouns", "persona_description")),
-        ("Narrator", ("ai_instructions", "authors_note", "director_note", "narration_length", "narrator_prompt")),
+        ("Narrator", ("ai_instructions", "authors_note", "director_note", "review", "narration_length",
+                      "narrator_prompt")),
         ("Canon", ("canon_rules", "forbidden_status_changes")),
         ("Model", ("endpoint", "temperature", "max_output_tokens")),
         ("Samplers", tuple(PREFIX + name for name in sampler_settings())),
@@ -39,7 +40,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
         model = Campaign
         fields = [
             "title", "plot_essentials", "opening_text", "persona_name", "persona_pronouns", "persona_description",
-            "ai_instructions", "authors_note", "director_note", "narration_length", "narrator_prompt",
+            "ai_instructions", "authors_note", "director_note", "review", "narration_length", "narrator_prompt",
             "endpoint", "temperature", "max_output_tokens",
         ]
         widgets = {
@@ -59,6 +60,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "ai_instructions": "AI instructions",
             "authors_note": "Author's note",
             "director_note": "Director's note",
+            "review": "Review each narration before the players read it",
             "persona_name": "Your character's name",
             "persona_pronouns": "Pronouns",
             "persona_description": "Your character",
@@ -76,6 +78,7 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "ai_instructions": "How the narrator should write: voice, tense, what to avoid.",
             "authors_note": "A steer placed close to the end of the story, where it weighs most.",
             "director_note": "Your direction as game master: the narrator follows it, and no player sees it.",
+            "review": "In a shared story: each narration waits for you to approve, edit or retry it.",
             "narration_length": "How long each narration should be, within the longest reply.",
             "narrator_prompt": "Replaces the built-in narrator rules. Leave empty for the default.",
             "endpoint": "Which model narrates; an admin sets these up.",

@@ -180,11 +180,9 @@ class CampaignEvent(models.Model):
     page can follow it live and a reconnect resumes where it left off
     (storyapp.campaignevents). `audience` narrows who may see it."""
 
-    #: The audience of an event every member sees.
+    #: The audience of an event every member sees; any other audience is a
+    #: seat name, for that seat (and the game master, who sees all).
     EVERYONE = ""
-    #: The audience of an event for the game master alone; any other
-    #: audience is a seat name, for that seat (and the game master).
-    GAME_MASTER = "gm"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=40)

@@ -78,6 +78,7 @@ def recover_stale(campaign_id: int | None = None, *, now: datetime) -> int:
         if status == Action.Status.STREAMING and policy.gives_up(attempts, Action.MAX_ATTEMPTS):
             if still.fail(error=WORKERS_LOST.format(attempts=attempts), heartbeat=None):
                 count += 1
+                review.hold_cut_short(action_id)
                 _told_failed(action_id)
             continue
         # The heartbeat marks when it was last sent, so it is sent again
@@ -118,6 +119,7 @@ def operator_fail(action_id: int) -> bool:
         error=ENDED_BY_OPERATOR, heartbeat=None, stop_requested=True
     ))
     if failed:
+        review.hold_cut_short(action_id)
         _told_failed(action_id)
     return failed
 
@@ -287,7 +289,7 @@ def _finish(
     else:
         status, failure = Action.Status.FAILED, "The model returned an empty narration. Press Retry."
     # Checked against this prompt's secrets; held while the game master reviews.
-    changes = review.finished(action.campaign, prose if status != Action.Status.FAILED else "", built.report)
+    changes = review.finished(action.campaign, prose, built.report)
     if status != Action.Status.FAILED and timers is not None:
         changes["world_info_timers"] = timers
     if status == Action.Status.DONE:

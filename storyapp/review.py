@@ -42,6 +42,15 @@ def finished(campaign: Campaign, prose: str, report: dict) -> dict:
     return {"leaks": leaks_in(prose, report), "held_for_review": bool(prose) and under_review(campaign)}
 
 
+def hold_cut_short(action_id: int) -> None:
+    """A narration ended before its reply did (Stop, a failure, a worker
+    given up, an operator's Fail) keeps the text it had, which players must
+    not read unreviewed either: under review it is held like a finished one."""
+    action = Action.objects.filter(pk=action_id).select_related("campaign").first()
+    if action is not None and action.text and under_review(action.campaign):
+        Action.objects.filter(pk=action_id).update(held_for_review=True)
+
+
 def leaks_after_edit(action: Action) -> list[dict]:
     """A narration's leak flag for its text as it now stands: an edit may
     have taken the secret out (or written one in), checked against the

@@ -388,6 +388,7 @@ def narration_stop(*, action: Action, now: datetime) -> bool:
         )
     )
     if stopped:
+        review.hold_cut_short(action.pk)
         campaignevents.emit(action.campaign_id, "narration-stopped", {"action": action.pk})
     return stopped
 

@@ -3,8 +3,9 @@
 1. The workers' periodic sweep (lifecycle.signals.periodic_sweep):
    narrations and derived jobs that a lost message or a dead worker left
    hanging are sent again (or, having cost too many workers, failed), and
-   log-in failure counts that have run out are deleted, and shared
-   campaigns' rounds and turns whose timer ran out move on.
+   log-in failure counts that have run out are deleted, shared campaigns'
+   rounds and turns whose timer ran out move on, and their event logs keep
+   a day.
 2. An endpoint profile or a campaign's endpoint changes: memories embedded
    with another model are re-embedded in the background.
 """
@@ -19,7 +20,7 @@ from django.db.models.signals import post_save
 from knowledge.services import campaigns_using
 from lifecycle.signals import periodic_sweep
 
-from . import derivedjobs, logins, memories, narration, turnorder
+from . import campaignevents, derivedjobs, logins, memories, narration, turnorder
 from .models import Campaign, EndpointProfile
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ def connect() -> None:
     periodic_sweep.connect(derivedjobs.on_sweep, dispatch_uid="storyapp_derived_sweep")
     periodic_sweep.connect(logins.on_sweep, dispatch_uid="storyapp_logins_sweep")
     periodic_sweep.connect(turnorder.on_sweep, dispatch_uid="storyapp_turnorder_sweep")
+    periodic_sweep.connect(campaignevents.on_sweep, dispatch_uid="storyapp_campaignevents_sweep")
     post_save.connect(_profile_saved, sender=EndpointProfile, dispatch_uid="storyapp_profile_saved")
     post_save.connect(_campaign_saved, sender=Campaign, dispatch_uid="storyapp_campaign_saved")
 

@@ -7,19 +7,21 @@ narration is not part of the story and is left out.
 
 from __future__ import annotations
 
-from . import lineage
+from . import lineage, review
 from .models import Action, Campaign
 
 
 def story_actions(campaign: Campaign, *, with_reader: bool, held: bool = True) -> list[Action]:
-    """The lineage's actions in the story; `held=False` leaves out the
-    narrations waiting for the game master's review (storyapp.review)."""
+    """The lineage's actions in the story; `held=False` leaves out what a
+    player may not read yet: narrations waiting for the game master's review,
+    and under review those still being written (storyapp.review.withheld)."""
     if campaign.head_id is None:
         return []
     head = Action.objects.only("depth").get(pk=campaign.head_id)
     actions = lineage.window(campaign.pk, campaign.head_id, head.depth + 1)
+    hidden = review.withheld(actions, game_master=held)
     return [a for a in actions if a.in_story and (with_reader or a.kind != Action.Kind.PLAYER)
-            and (held or not a.held_for_review)]
+            and a.pk not in hidden]
 
 
 def speaker(campaign: Campaign, action: Action) -> str:

@@ -15,10 +15,11 @@ answers (issue 27, Campaign.turn_mode).
 
 Every change runs with the campaign row locked, so two sends at the same
 moment are kept in one order, each once. Timers run only while the narrator
-is idle, and are checked whenever the campaign is touched (a send, a page
-view, a finished narration) and by the workers' sweep: the same idempotent
-`settle`. A lone reader's campaign (no members) is left to
-`services.turn_submit`, refused while a narration is in flight, as ever.
+is idle, and are checked whenever the campaign is changed (a send, a
+finished narration) and by the workers' sweep: the same idempotent
+`settle`. A page view never writes; it shows the time left. A lone
+reader's campaign (no members) is left to `services.turn_submit`, refused
+while a narration is in flight, as ever.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ EVENTS_POLL_SECONDS = 0.25
 #: event id: a member removed meanwhile is then refused, and a long-lived
 #: connection never outlives a deploy by much.
 EVENTS_MAX_SECONDS = 5 * 60
+#: The most events one look sends.
+EVENTS_PER_LOOK = 200
 #: How often the stream marks its member here and says who else is.
 PRESENCE_SECONDS = campaignevents.MARK_EVERY_SECONDS
 
@@ -48,11 +50,14 @@ def _poll(place, user, after: int, *, mark: bool):
     processes' (bin/load --profile shared-play), leaving the pages 503s."""
     try:
         if mark:
-            place = place_in(place.campaign, user)
+            # The campaign read again: a hand-over changes who its game master is.
+            campaign = Campaign.objects.filter(pk=place.campaign.pk).first()
+            place = campaign and place_in(campaign, user)
             if place is None:
                 return None, [], None
             campaignevents.mark_seen(place, now=timezone.now())
-        new = list(campaignevents.visible_to(place).filter(id__gt=after))
+        # A page far behind catches up a page of events per look.
+        new = list(campaignevents.visible_to(place).filter(id__gt=after).order_by("id")[:EVENTS_PER_LOOK])
         asked = mark or any(event.kind == campaignevents.ARRIVED for event in new)
         return place, new, campaignevents.present(place.campaign, now=timezone.now()) if asked else None
     finally:

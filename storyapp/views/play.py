@@ -26,8 +26,6 @@ RESTORED_TURN_KEY = "loremaster.restored_turn"
 @login_required
 def campaign_play(request: HttpRequest, pk: int) -> HttpResponse:
     place = place_for(request, pk)
-    turnorder.settle(campaign=place.campaign, now=timezone.now())
-    place.campaign.refresh_from_db()
     context = story_context(place.campaign, place)
     context["place"] = place
     context["turn_form"] = TurnForm()

@@ -6,6 +6,8 @@ from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
+from storyapp import narration as narrating
+from storyapp import services
 from storyapp.models import Action, CampaignEvent
 from storyapp.review import HELD_NOTICE
 from storyapp.views import stream
@@ -174,3 +176,45 @@ def test_approving_tells_the_players_pages_once(client, campaign, held, django_c
             client.post(reverse("narration_approve", args=[campaign.pk, held.pk]))
     told = CampaignEvent.objects.filter(campaign=campaign, kind="narration-approved")
     assert list(told.values_list("data", "audience")) == [({"action": held.pk}, CampaignEvent.EVERYONE)]
+
+
+def test_the_game_master_turns_review_on_in_the_campaigns_settings(client, alice, campaign):
+    campaign.review = False
+    campaign.save(update_fields=["review"])
+    client.force_login(alice)
+    page = client.get(reverse("campaign_edit", args=[campaign.pk])).content.decode()
+    assert 'name="review"' in page
+    data = {"title": campaign.title, "review": "on", "narration_length": ""}
+    response = client.post(reverse("campaign_edit", args=[campaign.pk]), data)
+    assert response.status_code == 302
+    campaign.refresh_from_db()
+    assert campaign.review
+
+
+@pytest.mark.parametrize("status", [Action.Status.STOPPED, Action.Status.FAILED])
+def test_a_narration_cut_short_under_review_is_held_too(client, campaign, carol, play, model, status):
+    """Stop, a failure or a worker given up leaves the text written so far:
+    players must not read it unreviewed either, by page, export or stream."""
+    model.script({"reply": NARRATION})
+    _, narration = play("I climb the lighthouse stairs.")
+    Action.objects.filter(pk=narration.pk).update(held_for_review=False, status=Action.Status.STREAMING)
+    if status == Action.Status.STOPPED:
+        assert services.narration_stop(action=narration, now=timezone.now())
+    else:
+        Action.objects.filter(pk=narration.pk).update(heartbeat=None)
+        assert narrating.operator_fail(narration.pk)
+    narration.refresh_from_db()
+    assert narration.held_for_review
+    client.force_login(carol)
+    for text in (_page(client, campaign), _stream(client, campaign, narration),
+                 client.get(reverse("story_export_markdown", args=[campaign.pk])).content.decode()):
+        assert "lighthouse keeper" not in text
+
+
+def test_a_narration_being_written_under_review_is_not_in_a_players_export(client, campaign, carol, play, model):
+    model.script({"reply": NARRATION})
+    _, narration = play("I climb the lighthouse stairs.")
+    Action.objects.filter(pk=narration.pk).update(held_for_review=False, status=Action.Status.STREAMING)
+    client.force_login(carol)
+    for export in ("story_export_markdown", "story_export_html"):
+        assert "lighthouse keeper" not in client.get(reverse(export, args=[campaign.pk])).content.decode()
