@@ -126,10 +126,9 @@ def remove(*, campaign: Campaign, user) -> None:
     _membership(_locked(campaign), user).delete()
 
 
-@transaction.atomic
 def leave(*, campaign: Campaign, user) -> None:
     """A member leaving of their own accord: the same as being removed."""
-    _membership(_locked(campaign), user).delete()
+    remove(campaign=campaign, user=user)
 
 
 @transaction.atomic

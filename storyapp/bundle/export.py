@@ -137,7 +137,8 @@ def _exportable(actions: list[Action]) -> set[int]:
 
 def _lorebook(source) -> dict:
     """A lorebook source's entries and what its file kept: an optional key,
-    additive to version 1, so a book comes back with its keys and flags."""
+    additive to version 1, so a book comes back with its keys and flags
+    (and an entry known to one seat alone with that seat)."""
     return {
         "format": source.format,
         "metadata": source.metadata,
@@ -145,6 +146,7 @@ def _lorebook(source) -> dict:
             {
                 "title": e.title, "text": e.text, "keys": e.keys, "secondary_keys": e.secondary_keys,
                 "regex_keys": e.regex_keys, "enabled": e.enabled, "constant": e.constant, "extras": expand(e.extras),
+                **({"secret_seat": e.secret_seat} if e.secret_seat else {}),
             }
             for e in source.entries.order_by("position")
         ],

@@ -50,7 +50,8 @@ def _write(plan: dict, owner) -> Campaign:
         }
         try:
             if source["book"] is not None:
-                knowledge.lorebook_create(book=source["book"], metadata=source["metadata"], **options)
+                book = knowledge.lorebook_create(book=source["book"], metadata=source["metadata"], **options)
+                _keep_entry_secrets(book, source["entry_secrets"])
             else:
                 knowledge.source_create(text=source["text"], **options)
         except knowledge.DuplicateSource:
@@ -66,6 +67,16 @@ def _write(plan: dict, owner) -> Campaign:
     )
     _write_long_memory(campaign, plan, created)
     return campaign
+
+
+def _keep_entry_secrets(book, secrets: dict[int, str]) -> None:
+    """Makes each secret entry of the stored book known to its seat alone
+    again; the book's entries are stored in the bundle's order."""
+    by_seat: dict[str, list[int]] = {}
+    for position, seat in secrets.items():
+        by_seat.setdefault(seat, []).append(position)
+    for seat, positions in by_seat.items():
+        book.entries.filter(position__in=positions).update(secret_seat=seat)
 
 
 def _write_long_memory(campaign: Campaign, plan: dict, created: dict[str, Action]) -> None:

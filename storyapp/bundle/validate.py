@@ -308,21 +308,25 @@ def _bounded_text(item: dict, where: str, limit: int) -> str:
     return text
 
 
-def _book(item: dict, where: str) -> tuple[Lorebook | None, dict]:
+def _book(item: dict, where: str) -> tuple[Lorebook | None, dict, dict[int, str]]:
     """The source's `lorebook`, checked, as the record the library stores,
-    and the metadata its file kept."""
+    the metadata its file kept, and the seat each secret entry is known to
+    (by the entry's place in the book; a lorebook record has no seats)."""
     raw = _require(item, "lorebook", dict, where, optional=True)
     if raw is None:
-        return None, {}
+        return None, {}, {}
     where = f"{where}.lorebook"
     format_name = _require(raw, "format", str, where)
     if not format_name.strip():
         raise BundleError(f"{where}.format should name the lorebook's format.")
     metadata = _require(raw, "metadata", dict, where, optional=True) or {}
     entries = []
+    secrets = {}
     for number, entry in enumerate(_require(raw, "entries", list, where)):
         at = f"{where}.entries[{number}]"
         _object(entry, at)
+        if seat := _seat_name(entry, "secret_seat", at):
+            secrets[number] = seat
         lists = {}
         for name in ("keys", "secondary_keys", "regex_keys"):
             values = _require(entry, name, list, at, optional=True) or []
@@ -336,7 +340,7 @@ def _book(item: dict, where: str) -> tuple[Lorebook | None, dict]:
             extras=_require(entry, "extras", dict, at, optional=True) or {},
         ))
     book = Lorebook(format=format_name, name=str(metadata.get("name") or ""), entries=tuple(entries))
-    return book, metadata
+    return book, metadata, secrets
 
 
 def _source(item, index: int) -> dict:
@@ -358,7 +362,7 @@ def _source(item, index: int) -> dict:
     # what an upload could not.
     filename = PurePath(_require(item, "filename", str, where).replace("\\", "/")).name
     text = _require(item, "text", str, where)
-    book, metadata = _book(item, where)
+    book, metadata, entry_secrets = _book(item, where)
     if book is None:
         try:
             text = knowledge.source_text_from_upload(filename=filename, data=text.encode("utf-8"))
@@ -375,4 +379,5 @@ def _source(item, index: int) -> dict:
         "text": text,
         "book": book,
         "metadata": metadata,
+        "entry_secrets": entry_secrets,
     }

@@ -194,3 +194,35 @@ def test_a_source_known_to_one_seat_keeps_its_seat_through_a_bundle(alice, bob):
     assert [s.get("secret_seat", "") for s in exported["sources"]] == ["Mara", ""]
     copied = import_bundle(exported, owner=bob)
     assert dict(copied.sources.values_list("original_filename", "secret_seat")) == {"mara.md": "Mara", "town.md": ""}
+
+
+def test_a_lorebook_entry_known_to_one_seat_keeps_its_seat_through_a_bundle(alice, bob):
+    from pathlib import Path
+
+    from knowledge import services as knowledge
+    from knowledge.models import LoreEntry
+
+    data = (Path(__file__).parents[1] / "knowledge" / "lorebooks" / "data" / "st_westhaven.json").read_bytes()
+    campaign = CampaignFactory(owner=alice)
+    [source] = knowledge.sources_import(campaign=campaign, files=[("westhaven.json", data)], enqueue=False).created
+    LoreEntry.objects.filter(source=source, title="The Lantern Guild").update(secret_seat="Mara")
+    exported = json.loads(json.dumps(export(campaign)))
+    entries = exported["sources"][0]["lorebook"]["entries"]
+    assert {e["title"]: e.get("secret_seat", "") for e in entries}["The Lantern Guild"] == "Mara"
+    assert sum("secret_seat" in e for e in entries) == 1
+    copied = import_bundle(exported, owner=bob)
+    [book] = copied.sources.all()
+    assert list(book.entries.values_list("title", "secret_seat")) == list(source.entries.values_list("title", "secret_seat"))
+    assert book.entries.get(secret_seat="Mara").title == "The Lantern Guild" and book.secret_seat == ""
+
+
+@pytest.mark.parametrize(("seat", "fault"), [(7, r"entries\[0\]\.secret_seat should be str"),
+                                             ("M" * 101, r"entries\[0\]: a seat's name is at most 100")])
+def test_a_lorebook_entry_with_a_malformed_seat_is_refused(alice, seat, fault):
+    broken = copy.deepcopy(EXAMPLE)
+    broken["sources"][0]["lorebook"] = {
+        "format": "SillyTavern World Info", "entries": [{"title": "Oath", "text": "x", "secret_seat": seat}],
+    }
+    with pytest.raises(BundleError, match=fault):
+        import_bundle(broken, owner=alice)
+    assert not Campaign.objects.filter(owner=alice).exists()
