@@ -56,7 +56,11 @@
   const aimsAtStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
   document.addEventListener("htmx:beforeRequest", (event) => { if (aimsAtStory(event)) storyRequests += 1; });
   document.addEventListener("htmx:afterRequest", (event) => {
-    if (aimsAtStory(event)) storyRequests = Math.max(0, storyRequests - 1);
+    if (!aimsAtStory(event)) return;
+    storyRequests = Math.max(0, storyRequests - 1);
+    // A fetch that failed (a busy server's 503) swaps nothing, so no settle
+    // asks again: what is still unseen is asked for a moment later.
+    if (!event.detail.successful) window.setTimeout(refresh, 1000);
   });
   // After any swap (the story, or an edit saved or cancelled), anything still unseen is fetched.
   document.addEventListener("htmx:afterSettle", () => window.setTimeout(refresh, 0));

@@ -63,7 +63,7 @@ def campaign_state(request: HttpRequest, pk: int) -> HttpResponse:
         if not request.htmx:
             return redirect(reverse("campaign_play", args=[pk]) + "#state-panel")
         head = review.state_head(head_of(campaign), game_master=place.is_game_master)
-        context = {"campaign": campaign, **state_panel(campaign, head)}
+        context = {"campaign": campaign, "place": place, **state_panel(campaign, head)}
         return render(request, "storyapp/play.html#state", context)
     campaign = campaign_for(request, pk)
     form = StateForm(request.POST, state=campaign.state_at(head_of(campaign)), seats=selectors.seat_names(campaign))

@@ -62,12 +62,13 @@ def story_response(
     """The story after a command: the #story partial for htmx; without
     JavaScript, a redirect, or on a refusal the whole page again with the
     reader's typed text still in the box. A refusal is answered `status`
-    (409: not now, in this story's state; 400: the input itself). Without
-    a `place` the page is the game master's."""
+    (409: not now, in this story's state; 400: the input itself). The
+    page is drawn for the requesting reader's place in the campaign."""
     if not request.htmx and not error:
         return redirect("campaign_play", pk=campaign.pk)
     campaign.refresh_from_db()
-    context = story_context(campaign, place or place_in(campaign, request.user))
+    place = place or place_in(campaign, request.user)
+    context = story_context(campaign, place)
     context["place"] = place
     context["error"] = error
     status = status if error else 200
