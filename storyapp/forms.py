@@ -144,7 +144,11 @@ class CampaignForm(SamplerFields, forms.ModelForm):
             "rules": self.cleaned_data["canon_rules"],
             "forbidden_status_changes": self.cleaned_data["forbidden_status_changes"],
         }
-        if commit:
+        if commit and campaign.pk is not None:
+            # Only what the form edits: a shared story's head moves under
+            # its players' turns while the game master has the settings open.
+            campaign.save(update_fields=[*self._meta.fields, "sampler_overrides", "canon", "updated"])
+        elif commit:
             campaign.save()
         return campaign
 

@@ -34,15 +34,30 @@
 
   let last = Number(live.dataset.after || 0);
   let wanted = 0;
-  let storyRequests = 0;
+  let fetching = false;
 
+  // One fetch of this page's at a time; when it ends (swapped, failed, or
+  // swapped into a story another request had replaced meanwhile), what is
+  // still unseen is asked for again. Counting every story request instead
+  // stalled the page: a finished stream's reload, begun before a player's
+  // action was placed, replaced the story after this page's fresher fetch,
+  // and the end of a request whose element had left the page is heard by
+  // no listener.
   function refresh() {
     const section = story();
-    if (!section || wanted <= shown() || storyRequests > 0) return;
+    if (!section || wanted <= shown() || fetching) return;
     if (section.querySelector(".editing")) return;
+    fetching = true;
+    const before = shown();
     // From #live, which holds no command: play.js then moves no focus, and
     // keeps the reader's scroll unless they were at the story's end.
-    htmx.ajax("GET", live.dataset.play, { source: live, target: "#story", swap: "outerHTML" });
+    htmx.ajax("GET", live.dataset.play, { source: live, target: "#story", swap: "outerHTML" })
+      .catch(() => null)
+      .then(() => {
+        fetching = false;
+        // Nothing newer shown (a busy server's 503, say): a moment's pause before asking again.
+        window.setTimeout(refresh, shown() > before ? 0 : 1000);
+      });
   }
 
   function refreshWhispers() {
@@ -53,16 +68,8 @@
     htmx.ajax("GET", live.dataset.whispers, { source: live, target: "#whispers", swap: "outerHTML" });
   }
 
-  const aimsAtStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
-  document.addEventListener("htmx:beforeRequest", (event) => { if (aimsAtStory(event)) storyRequests += 1; });
-  document.addEventListener("htmx:afterRequest", (event) => {
-    if (!aimsAtStory(event)) return;
-    storyRequests = Math.max(0, storyRequests - 1);
-    // A fetch that failed (a busy server's 503) swaps nothing, so no settle
-    // asks again: what is still unseen is asked for a moment later.
-    if (!event.detail.successful) window.setTimeout(refresh, 1000);
-  });
-  // After any swap (the story, or an edit saved or cancelled), anything still unseen is fetched.
+  // After any swap into the page (a finished stream's reload, a command's
+  // answer, an edit saved or cancelled), anything it does not show is fetched.
   document.addEventListener("htmx:afterSettle", () => window.setTimeout(refresh, 0));
 
   function showPresent(here) {

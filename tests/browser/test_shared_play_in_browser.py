@@ -170,8 +170,8 @@ def test_in_turns_the_page_says_whose_turn_it_is_and_refuses_the_other_seat(page
     expect(tomas.locator(".whose-turn")).to_have_text("It is your turn (Tomas).", timeout=NARRATED)
 
     send(tomas, "I climb the stair.")
-    for each in (page, mira, tomas):
-        expect(action_by(each, "Tomas", "I climb the stair.")).to_have_count(1, timeout=NARRATED)
+    for name, each in (("the game master's", page), ("Mira's", mira), ("Tomas's", tomas)):
+        expect(action_by(each, "Tomas", "I climb the stair."), f"on {name} page").to_have_count(1, timeout=NARRATED)
         expect(each.locator("#story .action.ai.status-done")).to_have_count(2, timeout=NARRATED)
         expect(each.locator("#story .action.ai .prose").nth(1)).to_contain_text("A bell tolls")
     assert action_by(page, "Tomas", "I push ahead of her.").count() == 0, "the refused action was kept"

@@ -7,7 +7,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from storyapp.models import Action
+from storyapp.forms import CampaignForm
+from storyapp.models import Action, Campaign
+from tests.factories import story
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -51,3 +53,18 @@ def test_an_empty_edit_of_an_action_is_a_400_with_the_form(reader, campaign, pla
     body = response.content.decode()
     assert 'class="errorlist' in body and f'id="action-{player.pk}"' in body
 
+
+
+def test_saving_the_settings_keeps_a_head_that_moved_while_they_were_open(campaign):
+    """A shared story's players play on while the game master edits its
+    settings: the save writes what the form edits, never the head it read."""
+    story(campaign, "I walk to the quay.", "Gulls wheel.")
+    campaign.refresh_from_db()
+    open_copy = Campaign.objects.get(pk=campaign.pk)
+    newer = story(campaign, "I board the ship.", "The sails fill.")[-1]
+    Campaign.objects.filter(pk=campaign.pk).update(head=newer)
+    form = CampaignForm({"title": "Renamed", "narration_length": ""}, instance=open_copy)
+    assert form.is_valid(), form.errors
+    form.save()
+    campaign.refresh_from_db()
+    assert (campaign.title, campaign.head_id) == ("Renamed", newer.pk)
