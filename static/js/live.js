@@ -35,17 +35,32 @@
   let last = Number(live.dataset.after || 0);
   let wanted = 0;
   let fetching = false;
+  // The reader's own commands on the story (Send, Undo, a stream's end...)
+  // in flight: their answer shows what they did, and a fetch beside it
+  // would replace that answer and the focus play.js gave it. Each is
+  // counted off by its own request's end, which is heard even when the
+  // element that sent it has left the page.
+  let commands = 0;
+  const aimsAtStory = (event) => Boolean(event.detail && event.detail.target && event.detail.target.id === "story");
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    if (!aimsAtStory(event) || event.detail.elt === live || !event.detail.xhr) return;
+    commands += 1;
+    event.detail.xhr.addEventListener("loadend", () => {
+      commands = Math.max(0, commands - 1);
+      window.setTimeout(refresh, 0);
+    });
+  });
 
-  // One fetch of this page's at a time; when it ends (swapped, failed, or
-  // swapped into a story another request had replaced meanwhile), what is
-  // still unseen is asked for again. Counting every story request instead
+  // One fetch of this page's at a time, none while a command of the
+  // reader's is in flight; when either ends (swapped, failed, or swapped
+  // into a story another request had replaced meanwhile), what is still
+  // unseen is asked for again. Counting requests by their htmx events
   // stalled the page: a finished stream's reload, begun before a player's
-  // action was placed, replaced the story after this page's fresher fetch,
-  // and the end of a request whose element had left the page is heard by
-  // no listener.
+  // action was placed, replaced the story after a fresher fetch, and the
+  // end of a request whose element had left the page reached no listener.
   function refresh() {
     const section = story();
-    if (!section || wanted <= shown() || fetching) return;
+    if (!section || wanted <= shown() || fetching || commands > 0) return;
     if (section.querySelector(".editing")) return;
     fetching = true;
     const before = shown();
