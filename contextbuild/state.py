@@ -225,22 +225,10 @@ def _item(state: NarrativeState, event: dict, banned) -> tuple[NarrativeState, s
     entity, why = _holder(state, event.get("id"))
     if why:
         return state, why
-    item = _text(event.get("item"))
-    if not item:
-        return state, "it names no item"
-    change = _text(event.get("change")).lower()
-    if change not in GAINED + LOST:
-        return state, f"the change {json.dumps(event.get('change'))} is not gained or lost"
-    items = state.inventory if entity is None else entity.items
     holder = "you" if entity is None else f"“{entity.label}”"
-    if change in LOST:
-        if not holds(items, item):
-            return state, f"“{item}” is not held by {holder}"
-        items = without(items, item)
-    elif not holds(items, item):
-        if len(items) >= MAX_ITEMS:
-            return state, f"{holder} cannot hold more than {MAX_ITEMS} items"
-        items = (*items, item)
+    items, why = _items_changed(state.inventory if entity is None else entity.items, event, holder, "hold", "held")
+    if why:
+        return state, why
     if entity is None:
         return replace(state, inventory=items), ""
     return state.with_entity(replace(entity, items=items)), ""
@@ -276,22 +264,30 @@ def _seat_item(state: NarrativeState, event: dict, seats) -> tuple[NarrativeStat
     seat, why = _seat(state, event, seats)
     if why:
         return state, why
+    items, why = _items_changed(seat.inventory, event, seat.name, "carry", "carried")
+    if why:
+        return state, why
+    return state.with_seat(replace(seat, inventory=items)), ""
+
+
+def _items_changed(items: tuple[str, ...], event: dict, holder: str, verb: str, held: str) -> tuple[tuple, str]:
+    """`items` after an item event's gain or loss, or why it changes none
+    (`verb` and `held` word the refusal: what an entity holds, a seat carries)."""
     item = _text(event.get("item"))
     if not item:
-        return state, "it names no item"
+        return items, "it names no item"
     change = _text(event.get("change")).lower()
     if change not in GAINED + LOST:
-        return state, f"the change {json.dumps(event.get('change'))} is not gained or lost"
-    items = seat.inventory
+        return items, f"the change {json.dumps(event.get('change'))} is not gained or lost"
     if change in LOST:
         if not holds(items, item):
-            return state, f"“{item}” is not carried by {seat.name}"
-        items = without(items, item)
-    elif not holds(items, item):
+            return items, f"“{item}” is not {held} by {holder}"
+        return without(items, item), ""
+    if not holds(items, item):
         if len(items) >= MAX_ITEMS:
-            return state, f"{seat.name} cannot carry more than {MAX_ITEMS} items"
-        items = (*items, item)
-    return state.with_seat(replace(seat, inventory=items)), ""
+            return items, f"{holder} cannot {verb} more than {MAX_ITEMS} items"
+        return (*items, item), ""
+    return items, ""
 
 
 _SEAT_HANDLERS = {"move": _seat_move, "item": _seat_item}

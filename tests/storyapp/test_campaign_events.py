@@ -5,7 +5,6 @@ import json
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
@@ -13,6 +12,7 @@ from storyapp import campaignevents, services
 from storyapp.access import place_in
 from storyapp.models import Action, CampaignEvent, Membership
 from storyapp.views import events as events_view
+from tests import sse
 from tests.factories import ActionFactory, CampaignFactory, MembershipFactory, UserFactory
 
 
@@ -36,26 +36,6 @@ def bob_plays(campaign, bob):
 def short_streams(monkeypatch):
     monkeypatch.setattr(events_view, "EVENTS_MAX_SECONDS", 0.3)
     monkeypatch.setattr(events_view, "EVENTS_POLL_SECONDS", 0.05)
-
-
-async def _collect(stream) -> bytes:
-    return b"".join([chunk async for chunk in stream])
-
-
-def _stream(client, url, **headers) -> list[tuple[str, str, str]]:
-    body = async_to_sync(_collect)(client.get(url, **headers).streaming_content).decode()
-    found = []
-    for block in body.split("\n\n"):
-        fields = {"event": "", "id": "", "data": []}
-        for line in block.splitlines():
-            name, _, value = line.partition(": ")
-            if name == "data":
-                fields["data"].append(value)
-            elif name in ("event", "id"):
-                fields[name] = value
-        if fields["event"]:
-            found.append((fields["event"], fields["id"], "\n".join(fields["data"])))
-    return found
 
 
 def _changes(found) -> list[tuple[int, str]]:
@@ -129,11 +109,11 @@ def test_the_stream_resumes_exactly_after_the_last_event_id(client, campaign, al
     ids = list(CampaignEvent.objects.filter(campaign=campaign).values_list("id", flat=True))
     client.force_login(alice)
     url = reverse("campaign_events", args=[campaign.pk])
-    assert _changes(_stream(client, url)) == [(ids[0], "undo"), (ids[1], "redo"), (ids[2], "retry")]
-    assert _changes(_stream(client, url, HTTP_LAST_EVENT_ID=str(ids[0]))) == [(ids[1], "redo"), (ids[2], "retry")]
-    assert _changes(_stream(client, f"{url}?after={ids[1]}")) == [(ids[2], "retry")]
+    assert _changes(sse.events(client, url)) == [(ids[0], "undo"), (ids[1], "redo"), (ids[2], "retry")]
+    assert _changes(sse.events(client, url, HTTP_LAST_EVENT_ID=str(ids[0]))) == [(ids[1], "redo"), (ids[2], "retry")]
+    assert _changes(sse.events(client, f"{url}?after={ids[1]}")) == [(ids[2], "retry")]
     # The browser's reconnect (Last-Event-ID) outranks the page's start (?after=).
-    assert _changes(_stream(client, f"{url}?after=0", HTTP_LAST_EVENT_ID=str(ids[2]))) == []
+    assert _changes(sse.events(client, f"{url}?after=0", HTTP_LAST_EVENT_ID=str(ids[2]))) == []
 
 
 def test_a_member_is_streamed_only_what_they_may_see(client, campaign, bob_plays, short_streams,
@@ -142,7 +122,7 @@ def test_a_member_is_streamed_only_what_they_may_see(client, campaign, bob_plays
         campaignevents.emit(campaign.pk, "whisper", audience="gm")
         campaignevents.emit(campaign.pk, "undo")
     client.force_login(bob_plays.user)
-    assert [kind for _, kind in _changes(_stream(client, reverse("campaign_events", args=[campaign.pk])))] == ["undo"]
+    assert [kind for _, kind in _changes(sse.events(client, reverse("campaign_events", args=[campaign.pk])))] == ["undo"]
 
 
 def test_a_reader_outside_the_campaign_is_told_it_does_not_exist(client, campaign):
@@ -156,7 +136,7 @@ def test_the_stream_marks_its_member_here_and_says_who_is(client, campaign, alic
     campaign.game_master_seen = timezone.now()
     campaign.save(update_fields=["game_master_seen"])
     client.force_login(bob_plays.user)
-    found = _stream(client, reverse("campaign_events", args=[campaign.pk]))
+    found = sse.events(client, reverse("campaign_events", args=[campaign.pk]))
     bob_plays.refresh_from_db()
     assert bob_plays.last_seen is not None
     presence = [json.loads(data) for event, _, data in found if event == "presence"]

@@ -2,7 +2,6 @@
 players and watchers read it, by page, by its own URL and by its stream."""
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
@@ -11,6 +10,7 @@ from storyapp import services
 from storyapp.models import Action, CampaignEvent
 from storyapp.review import HELD_NOTICE
 from storyapp.views import stream
+from tests import sse
 from tests.factories import MembershipFactory, UserFactory
 
 NARRATION = "The lighthouse keeper turns, and the lamp goes dark over the bay."
@@ -40,13 +40,9 @@ def held(campaign, carol, dave, play, model):
     return narration
 
 
-async def _collect(stream) -> bytes:
-    return b"".join([chunk async for chunk in stream])
-
-
 def _stream(client, campaign, action) -> str:
     response = client.get(reverse("action_stream", args=[campaign.pk, action.pk]))
-    return async_to_sync(_collect)(response.streaming_content).decode()
+    return sse.body(response)
 
 
 def _page(client, campaign) -> str:

@@ -9,7 +9,6 @@ import json
 import re
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -21,6 +20,7 @@ from storyapp import campaignevents, lineage, tasks, turnorder
 from storyapp.models import Action, Campaign, DerivedJob, WaitingTurn
 from storyapp.views import events as events_view
 from storyapp.views import stream as stream_view
+from tests import sse
 from tests.factories import ActionFactory, CampaignFactory, UserFactory
 
 #: Each secret's text, and a phrase of it that no narration or action uses.
@@ -49,14 +49,10 @@ def client_of(user) -> Client:
     return client
 
 
-async def _collect(stream) -> bytes:
-    return b"".join([chunk async for chunk in stream])
-
-
 def _sse(client, url) -> str:
     response = client.get(url)
     assert response.status_code == 200
-    return async_to_sync(_collect)(response.streaming_content).decode()
+    return sse.body(response)
 
 
 @pytest.fixture(autouse=True)

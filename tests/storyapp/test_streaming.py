@@ -4,7 +4,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.urls import reverse
 from django.utils import timezone
 
@@ -13,33 +12,14 @@ from ops.models import WorkerHeartbeat
 from storyapp import narration, services
 from storyapp.models import Action
 from storyapp.views import stream
+from tests import sse
 from tests.factories import ActionFactory
-
-
-async def _collect(stream) -> bytes:
-    return b"".join([chunk async for chunk in stream])
-
-
-def _events(client, url, **headers) -> list[tuple[str, str, str]]:
-    body = async_to_sync(_collect)(client.get(url, **headers).streaming_content).decode()
-    events = []
-    for block in body.split("\n\n"):
-        fields = {"event": "", "id": "", "data": []}
-        for line in block.splitlines():
-            name, _, value = line.partition(": ")
-            if name == "data":
-                fields["data"].append(value)
-            elif name in ("event", "id"):
-                fields[name] = value
-        if fields["event"]:
-            events.append((fields["event"], fields["id"], "\n".join(fields["data"])))
-    return events
 
 
 def test_a_finished_narration_streams_its_text_then_done(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="The tide <b>turns</b>.\nGulls.")
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0] == ("chunk", str(len(action.text)), "The tide &lt;b&gt;turns&lt;/b&gt;.\nGulls.")
     assert events[-1][0] == "done"
 
@@ -48,8 +28,8 @@ def test_a_reconnect_resumes_after_the_last_event_id(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="0123456789")
     client.force_login(campaign.owner)
     url = reverse("action_stream", args=[campaign.pk, action.pk])
-    assert _events(client, url, HTTP_LAST_EVENT_ID="4")[0] == ("chunk", "10", "456789")
-    assert _events(client, url + "?offset=10")[0][0] == "done"
+    assert sse.events(client, url, HTTP_LAST_EVENT_ID="4")[0] == ("chunk", "10", "456789")
+    assert sse.events(client, url + "?offset=10")[0][0] == "done"
 
 
 def test_a_stream_keeps_following_a_narration_whose_worker_died(client, campaign, monkeypatch):
@@ -62,7 +42,7 @@ def test_a_stream_keeps_following_a_narration_whose_worker_died(client, campaign
     )
     client.force_login(campaign.owner)
     started = time.monotonic()
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert time.monotonic() - started >= 0.5
     assert [e[0] for e in events] == ["status", "chunk", "done"]
 
@@ -72,7 +52,7 @@ def test_a_stream_ends_when_a_new_worker_starts_the_narration_afresh(client, cam
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="A n", status=Action.Status.STREAMING,
                            heartbeat=timezone.now())
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]) + "?offset=10")
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]) + "?offset=10")
     assert [e[0] for e in events] == ["status", "done"]
 
 
@@ -88,7 +68,7 @@ def test_a_waiting_narration_says_whether_any_worker_can_take_it(client, campaig
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.PENDING,
                            heartbeat=timezone.now())
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0][0] == "status" and events[0][2].startswith(says)
 
 
@@ -135,7 +115,7 @@ def test_stop_on_a_narration_whose_worker_died_ends_it(campaign):
 def test_a_carriage_return_in_narration_cannot_forge_a_stream_field(client, campaign):
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="Calm.\revent: done\rid: 999999\rMore.")
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert events[0] == ("chunk", str(len(action.text)), "Calm.\nevent: done\nid: 999999\nMore.")
     assert [e[0] for e in events] == ["chunk", "done"]
 
@@ -183,7 +163,7 @@ def test_a_narration_still_thinking_says_so_and_sends_its_thinking(client, campa
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
                            thinking="Tide first, <then> the gulls.", heartbeat=timezone.now())
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert ("status", "", "The narrator is thinking…") in events
     assert ("thinking", "", "Tide first, &lt;then&gt; the gulls.") in events
     assert not [e for e in events if e[0] == "chunk"]
@@ -194,5 +174,5 @@ def test_a_narration_waiting_for_a_busy_model_server_says_so(client, campaign, m
     action = ActionFactory(campaign=campaign, kind=Action.Kind.AI, text="", status=Action.Status.STREAMING,
                            waiting_for_server=True, heartbeat=timezone.now())
     client.force_login(campaign.owner)
-    events = _events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
+    events = sse.events(client, reverse("action_stream", args=[campaign.pk, action.pk]))
     assert ("status", "", "Waiting for the model server: it is answering another request, and yours is next…") in events
