@@ -163,8 +163,9 @@ class KnowledgeChunk(models.Model):
     class Meta:
         ordering = ["source_id", "index"]
         constraints = [models.UniqueConstraint(fields=["source", "index"], name="knowledge_chunk_unique_index")]
-        # Lets PostgreSQL scan a small campaign's passages directly when a
-        # query's terms are too common for the (campaign, search) GIN index to narrow.
+        # Campaign-wide reads (the term statistics' sample, library loads). The
+        # lexical search may intersect it with the (campaign, search) GIN index,
+        # never read a campaign's rows through it (knowledge/lexical/postgres.py).
         indexes = [models.Index(fields=["campaign"], name="knowledge_chunk_campaign")]
 
     def __str__(self) -> str:
