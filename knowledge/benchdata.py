@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from . import lexical, regexkeys
+from . import lexical, pgvector, regexkeys
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import QueryInputs
 from .query.vocabulary import STOPWORDS
@@ -101,6 +101,7 @@ class SyntheticLibrary:
                 ],
                 batch_size=2000,
             )
+            pgvector.store(ids[offset : offset + 5000], [v.tobytes() for v in vectors[offset : offset + 5000]], self.model)
 
     def direction(self) -> np.ndarray:
         if not hasattr(self, "_shared"):

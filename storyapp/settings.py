@@ -359,6 +359,10 @@ LOGGING = {
 #: "local:all-MiniLM-L6-v2" (with requirements-local.txt installed) for
 #: semantic retrieval with no embedding server. Empty: lexical only.
 LOREMASTER_EMBEDDING_MODEL = env_str("LOREMASTER_EMBEDDING_MODEL")
+# The semantic path's vectors in pgvector, where the PostgreSQL database has
+# the extension (knowledge/pgvector.py); off keeps the numpy path.
+LOREMASTER_PGVECTOR = env_bool("LOREMASTER_PGVECTOR", True)
+
 # Imported files (knowledge app). A file over KNOWLEDGE_MAX_UPLOAD_BYTES is
 # refused while it streams in (the library's upload handler stops reading
 # it); a request over KNOWLEDGE_MAX_REQUEST_BYTES is refused from its

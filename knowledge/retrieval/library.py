@@ -1,7 +1,8 @@
 """The semantic path: the campaign's whole library as one float32 matrix
 per (campaign, model), normalized once and cached in this process, checked
-on every turn against the library stamp; the query vector and its top
-cosine candidates, or the reason there are none this turn."""
+on every turn against the library stamp (or, on PostgreSQL with pgvector,
+the same questions asked of the database: knowledge.pgvector); the query
+vector and its top cosine candidates, or the reason there are none this turn."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.db import connection
 from endpoints import calibration, localembed
 from endpoints.embeddings import DTYPE
 
-from .. import selectors
+from .. import pgvector, selectors
 from ..models import KnowledgeEmbedding, KnowledgeSource
 from ..query import Query
 from ..query.vocabulary import words
@@ -41,7 +42,7 @@ def semantic_candidates(
     q: Query,
     query_vector: np.ndarray | None,
     stamp: tuple[tuple, frozenset],
-) -> tuple[list[tuple[int, float]], str, Library | None, np.ndarray | None]:
+) -> tuple[list[tuple[int, float]], str, Library | pgvector.Library | None, np.ndarray | None]:
     """Top cosine candidates over the whole library, the library and the
     query's unit vector; or none of them and the reason."""
     if not model:
@@ -141,15 +142,19 @@ _cache: OrderedDict[tuple, Library] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def library_for(campaign_id: int, model: str, *, stamp: tuple[tuple, frozenset] | None = None) -> Library:
+def library_for(
+    campaign_id: int, model: str, *, stamp: tuple[tuple, frozenset] | None = None
+) -> Library | pgvector.Library:
     """The cached library, reloaded when the campaign's sources say it changed.
 
     The stamp is read before the vectors, so a change committed in between
     leaves a newer matrix under an older stamp (one extra reload next turn),
     never an older matrix under a newer stamp.
     """
-    key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
     stamp, searchable = stamp or selectors.library_stamp(campaign_id)
+    if pgvector.enabled():
+        return _in_database(campaign_id, model, stamp, searchable)
+    key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
     with _cache_lock:
         library = _cache.get(key)
         if library is not None:
@@ -166,6 +171,22 @@ def library_for(campaign_id: int, model: str, *, stamp: tuple[tuple, frozenset] 
             mask = np.isin(library.source_ids, np.fromiter(searchable, dtype=np.int64, count=len(searchable)))
             library.mask = None if mask.all() else mask
             library.searchable = searchable
+    return library
+
+
+def _in_database(campaign_id: int, model: str, stamp: tuple, searchable: frozenset) -> pgvector.Library:
+    """The campaign's pgvector store: its size and width asked again only
+    when the stamp changes; the searchable sources are the turn's."""
+    key = ("pgvector", connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
+    with _cache_lock:
+        library = _cache.get(key)
+    if library is None or library.stamp != stamp:
+        library = pgvector.library(campaign_id, model, stamp, searchable)
+        with _cache_lock:
+            _cache[key] = library
+            while len(_cache) > CACHED_LIBRARIES * 4:
+                _cache.popitem(last=False)
+    library.searchable = searchable
     return library
 
 

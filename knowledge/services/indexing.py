@@ -24,7 +24,7 @@ from endpoints.models import EndpointProfile
 from lifecycle import policy, workers
 from storyapp.models import Campaign
 
-from .. import hubs, lexical
+from .. import hubs, lexical, pgvector
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from . import measure, parsing
 from .reading import ImportRefused
@@ -286,6 +286,7 @@ def _store_vectors(chunk_ids: list[int], vectors: list[bytes], shares: list[floa
         ],
         batch_size=BULK_BATCH,
     )
+    pgvector.store(chunk_ids, vectors, model)
 
 
 def _done_step(passages: int, model: str) -> str:

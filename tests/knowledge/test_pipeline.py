@@ -279,7 +279,8 @@ def test_changing_the_embedding_model_re_embeds_and_never_mixes_models(
     assert set(KnowledgeChunk.objects.filter(source=source).values_list("pk", flat=True)) == chunk_ids
     assert library_for(embedded_campaign.pk, "demo-embed").size == 0
     library = library_for(embedded_campaign.pk, "demo-embed-v2")
-    assert set(library.chunk_ids.tolist()) == chunk_ids and library.matrix.shape == (2, DIMENSIONS)
+    assert set(library.vectors_for(chunk_ids)) == chunk_ids
+    assert (library.size, library.dimensions) == (2, DIMENSIONS)
 
 
 def test_editing_the_profiles_embedding_model_re_embeds_its_campaigns(
@@ -301,10 +302,11 @@ def test_vectors_are_only_searched_for_enabled_ready_sources_of_the_campaign(
     source = upload(embedded_campaign, NEW, django_capture_on_commit_callbacks)
     upload(CampaignFactory(owner=alice, endpoint=embedded_campaign.endpoint), OLD, django_capture_on_commit_callbacks)
     library = library_for(embedded_campaign.pk, "demo-embed")
-    assert library.size == 2 and len(library.top(library.matrix[0], 10)) == 2
+    (query, _), *_ = library.vectors_for(source.chunks.values_list("pk", flat=True)).values()
+    assert library.size == 2 and len(library.top(query, 10)) == 2
     KnowledgeSource.objects.filter(pk=source.pk).update(enabled=False)
     library = library_for(embedded_campaign.pk, "demo-embed")
-    assert library.top(library.matrix[0], 10) == []
+    assert library.top(query, 10) == []
 
 
 def test_always_include_is_refused_outside_canon(campaign):

@@ -157,9 +157,11 @@ def test_the_library_cache_follows_sources_added_disabled_and_deleted(fantasy, l
     assert "wyrms.md" not in files(ask(fantasy, scene, state={}, persona=""))
 
     dragons = fantasy.sources.get(original_filename="dragons.md")
+    passages = list(dragons.chunks.values_list("pk", flat=True))
+    assert library_for(fantasy.pk, "demo-embed").vectors_for(passages)
     services.source_delete(source=dragons)
     assert "dragons.md" not in files(ask(fantasy, scene, state={}, persona=""))
-    assert dragons.pk not in library_for(fantasy.pk, "demo-embed").source_ids
+    assert not library_for(fantasy.pk, "demo-embed").vectors_for(passages)
 
 
 def test_a_reindex_committed_with_an_older_clock_still_refreshes_the_cache(fantasy):
