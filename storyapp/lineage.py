@@ -18,8 +18,6 @@ from django.db import connection
 
 from .models import Action
 
-PAGE = 64
-
 _WALK_SQL = """
 WITH RECURSIVE chain(id, steps) AS (
     SELECT id, 0 FROM {table} WHERE id = %s AND campaign_id = %s
@@ -40,31 +38,31 @@ def window(campaign_id: int, head_id: int | None, limit: int) -> list[Action]:
     return list(Action.objects.raw(sql, [head_id, campaign_id, limit]))
 
 
+_COVERING_SQL = """
+WITH RECURSIVE chain(id, covered) AS (
+    SELECT id, token_count FROM {table} WHERE id = %s AND campaign_id = %s
+    UNION ALL
+    SELECT p.id, chain.covered + p.token_count
+    FROM {table} a JOIN chain ON a.id = chain.id JOIN {table} p ON p.id = a.parent_id
+    WHERE chain.covered < %s
+)
+SELECT a.* FROM {table} a JOIN chain ON a.id = chain.id ORDER BY a.depth
+"""
+
+
 def window_covering(campaign_id: int, head_id: int | None, tokens: int) -> list[Action]:
     """The newest lineage actions whose stored token counts add up to at least
     `tokens` (or the whole lineage, if shorter), oldest first.
 
     The prompt builder can use no more history than its budget, so a window
-    that already holds a budget's worth of tokens is provably enough.
+    that already holds a budget's worth of tokens is provably enough. One
+    statement: the walk adds each step's tokens and stops once they cover
+    the budget, so no action past it is read.
     """
-    actions: list[Action] = []
-    covered = 0
-    cursor = head_id
-    while cursor is not None and covered < tokens:
-        page = window(campaign_id, cursor, PAGE)
-        if not page:
-            break
-        page_covered = 0
-        kept: list[Action] = []
-        for action in reversed(page):
-            kept.append(action)
-            page_covered += action.token_count
-            if covered + page_covered >= tokens:
-                break
-        covered += page_covered
-        actions = list(reversed(kept)) + actions
-        cursor = page[0].parent_id if len(kept) == len(page) else None
-    return actions
+    if head_id is None or tokens <= 0:
+        return []
+    sql = _COVERING_SQL.format(table=Action._meta.db_table)
+    return list(Action.objects.raw(sql, [head_id, campaign_id, tokens]))
 
 
 def tail(campaign_id: int, head_id: int | None, count: int) -> list[Action]:

@@ -4,6 +4,7 @@ from django.db.models import Q
 from django.db.models.functions import Lower
 
 from endpoints.models import EndpointProfile
+from knowledge.query.vocabulary import passage_keys
 from lifecycle.queryset import LifecycleQuerySet, Vocabulary
 
 
@@ -407,10 +408,20 @@ class Summary(models.Model):
         return f"Summary through action #{self.covers_through_id}"
 
 
+class MemoryQuerySet(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        """Stores the memories and their word keys (MemoryWord) together."""
+        made = super().bulk_create(objs, *args, **kwargs)
+        MemoryWord.objects.bulk_create(word for memory in made for word in memory.words())
+        return made
+
+
 class Memory(models.Model):
     """A short fact from one point of the story, retrieved for later turns
     of the same lineage only. Recorded memories come from accepted state
-    events; inferred ones from a summary, and go with it when it is withdrawn."""
+    events; inferred ones from a summary, and go with it when it is withdrawn.
+    Its word keys are stored beside it (MemoryWord) by `save` and
+    `bulk_create`, whichever wrote it."""
 
     class Authority(models.TextChoices):
         RECORDED = "recorded", "Recorded"
@@ -426,11 +437,51 @@ class Memory(models.Model):
     embedding = models.BinaryField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
+    objects = MemoryQuerySet.as_manager()
+
     class Meta:
         ordering = ["created", "id"]
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    def save(self, *args, **kwargs):
+        update_fields = kwargs.get("update_fields")
+        rewords = update_fields is None or "text" in update_fields
+        super().save(*args, **kwargs)
+        if rewords:
+            MemoryWord.objects.filter(memory=self).delete()
+            MemoryWord.objects.bulk_create(self.words())
+
+    def words(self) -> list["MemoryWord"]:
+        """Its word keys, as lore matching stems them (knowledge.query.vocabulary)."""
+        return [MemoryWord(memory_id=self.pk, campaign_id=self.campaign_id, key=key)
+                for key in sorted({MemoryWord.key_of(key) for key in passage_keys("", self.text)})]
+
+
+class MemoryWord(models.Model):
+    """One word key of a memory: recall finds a query's memories through
+    the (campaign, key) index instead of reading and splitting every memory
+    of the story (storyapp.recall). The keys are exactly those
+    `knowledge.query.weighing.matched_terms` compares, so what a memory
+    matches is the same either way."""
+
+    #: A longer key is stored, and looked up, by its first this many characters.
+    KEY_LENGTH = 100
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="keys")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=KEY_LENGTH)
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "key"], name="storyapp_memoryword_key")]
+
+    @classmethod
+    def key_of(cls, key: str) -> str:
+        return key[: cls.KEY_LENGTH]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class LoginFailures(models.Model):

@@ -36,7 +36,7 @@ from .models import Action, Campaign, Membership, TurnClock, WaitingTurn
 Mode = Campaign.TurnMode
 
 #: The longest round the lineage is read back for: more seats than a table holds.
-ROUND_WALK = lineage.PAGE
+ROUND_WALK = 64
 #: Told when a round is closed and waits for a narration slot (`_expire`).
 CLOSED = ("The round is closed: the narrator answers it as soon as one of the game master's other stories "
           "finishes its narration.")

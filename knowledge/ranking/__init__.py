@@ -8,8 +8,11 @@ memories. Two contracts in `.importlinter` keep it so. It sits below
 `knowledge.query` (which owns words and stems, and calls `lexical_verdict`
 for its own `lexical_admits`), so the rule is stated here alone.
 
-The records are in `records`, admission (rule 1) in `admission`; ranking
-and suppression (rules 2 and 3), which read the admitted together, are here.
+The records are in `records`, admission (rule 1) in `admission`, the
+score (rule 2) in `scoring`; ranking and suppression (rules 2 and 3), which
+read the admitted together, are here. `shortlist` orders many candidates as
+`rank` would before their texts and vectors are loaded (the memory bank's
+recall, storyapp.recall).
 
 ## The API
 
@@ -95,20 +98,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from contextbuild.records import CANON, INFERRED, INSPIRATION, RECORDED, REFERENCE
-
 from .admission import admit
-from .records import LEXICAL, SEMANTIC, Candidate, Decision, Ranked, Term
+from .records import Candidate, Decision, Ranked, Term
+from .scoring import order_key, path_tops, scores
+from .shortlist import shortlist
 
-#: How much agreement between the two paths is worth when ordering survivors.
-AGREEMENT = 0.15
-#: Authority orders what matched; it never rescues what did not. Lore:
-#: Canon > Reference > Inspiration. Memories: a recorded one is accepted
-#: state and an inferred one the model's reading of a turn, the same step
-#: as Canon to Reference (chosen, not measured).
-WEIGHTS = {CANON: 1.0, REFERENCE: 0.85, INSPIRATION: 0.7, RECORDED: 1.0, INFERRED: 0.85}
-#: The weight of a kind WEIGHTS does not name.
-OTHER_WEIGHT = 0.5
+__all__ = ["REDUNDANT_SIMILARITY", "cosine", "rank", "shortlist"]
+
 #: Two texts this close say the same thing (measured for the memory bank:
 #: redundant pairs 0.938-0.996, distinct ones up to 0.906).
 REDUNDANT_SIMILARITY = 0.93
@@ -132,7 +128,7 @@ def rank(
     4. Explain every found candidate, the admitted first.
     """
     admitted = [admit(c, terms, floor, confirm_pairs) for c in candidates]
-    scored = sorted(_scored(admitted), key=lambda d: (not d.candidate.always, -d.score, d.candidate.id))
+    scored = sorted(_scored(admitted), key=lambda d: order_key(d.candidate, d.score))
     kept, suppressed = _suppress(scored)
     kept = [replace(d, rank=i) for i, d in enumerate(kept, 1)]
     offered, beyond = (kept, []) if limit is None else (kept[:limit], kept[limit:])
@@ -159,31 +155,14 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _scored(decisions: list[Decision]) -> list[Decision]:
-    """The offered decisions with their scores. Each path is normalized
-    against its best *admitted* value (bm25 and ts_rank have no fixed range,
-    and cosine's zero is not zero); `max + AGREEMENT × min`, so a candidate
-    found by one path is not thereby worse and agreement breaks ties; then
-    the kind's weight."""
+    """The offered decisions with their scores (`scoring.scores`)."""
     offered = [d for d in decisions if d.offered]
-    lexical_top = max((d.candidate.lexical for d in offered if LEXICAL in d.paths), default=0.0)
-    semantic_top = max((d.candidate.cosine for d in offered if SEMANTIC in d.paths), default=0.0)
+    tops = path_tops((d.candidate, d.paths) for d in offered)
     scored = []
     for d in offered:
-        lex = _normalized(d.candidate.lexical, lexical_top) if LEXICAL in d.paths else 0.0
-        sem = _normalized(d.candidate.cosine, semantic_top) if SEMANTIC in d.paths else 0.0
-        relevance = max(lex, sem) + AGREEMENT * min(lex, sem)
-        weight = WEIGHTS.get(d.candidate.kind, OTHER_WEIGHT)
-        scored.append(
-            replace(
-                d, lexical=round(lex, 4), semantic=round(sem, 4),
-                relevance=round(relevance, 4), score=round(relevance * weight, 4),
-            )
-        )
+        lex, sem, relevance, score = scores(d.candidate, d.paths, tops)
+        scored.append(replace(d, lexical=lex, semantic=sem, relevance=relevance, score=score))
     return scored
-
-
-def _normalized(value: float, top: float) -> float:
-    return value / top if top > 0 else 0.0
 
 
 def _suppress(ranked: list[Decision]) -> tuple[list[Decision], list[Decision]]:

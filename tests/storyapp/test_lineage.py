@@ -40,12 +40,17 @@ def test_a_window_is_one_query_returning_only_the_window(long_story):
     assert [a.depth for a in window] == list(range(LENGTH - 40, LENGTH))
 
 
-def test_window_covering_reads_pages_until_the_budget_is_covered(long_story):
+def test_window_covering_reads_until_the_budget_is_covered_in_one_query(long_story):
     with CaptureQueriesContext(connection) as queries:
         window = lineage.window_covering(long_story.pk, long_story.head_id, 1000)
     assert sum(a.token_count for a in window) == 1000
     assert window[-1].pk == long_story.head_id and len(window) == 100
-    assert len(queries) == -(-100 // lineage.PAGE)
+    assert len(queries) == 1
+
+
+def test_window_covering_keeps_the_action_that_crosses_the_budget(long_story):
+    window = lineage.window_covering(long_story.pk, long_story.head_id, 995)
+    assert len(window) == 100 and [a.depth for a in window] == list(range(LENGTH - 100, LENGTH))
 
 
 def test_the_window_follows_the_head_not_the_newest_rows(alice):

@@ -71,6 +71,11 @@ PARAGRAPH = (
 )
 
 
+#: The figure groups `--only` picks from ("retrieval" includes the large library's turn overhead).
+ONLY = ("prompt assembly", "long memory", "play page", "turn overhead", "retrieval", "regex keys", "import",
+        "local embeddings", "worker memory")
+
+
 class _Rollback(Exception):
     pass
 
@@ -109,10 +114,13 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true", help="Fewer runs and at most 10k passages (under two minutes).")
         parser.add_argument("--database-only", action="store_true",
                             help="Only the figures a database changes (for a second run on another engine).")
+        parser.add_argument("--only", choices=ONLY, help="Only this group of figures (its data is still built).")
         parser.add_argument("--json", dest="json_file", metavar="FILE", help="Also write the figures to FILE as JSON.")
 
-    def handle(self, *args, quick: bool, database_only: bool, json_file: str | None, **options):
+    def handle(self, *args, quick: bool, database_only: bool, json_file: str | None, only: str | None = None,
+               **options):
         self.quick = quick
+        self.only = only
         self.database_only = database_only
         self.runs = 8 if quick else 30
         self.sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
@@ -137,11 +145,12 @@ class Command(BaseCommand):
                 pass
             finally:
                 clear_cache()
-            self._worker_memory()
-        world_info, templates = ([], []) if database_only else (world_info_rows(self.runs), template_rows(self.runs))
+            if self._wanted("worker memory"):
+                self._worker_memory()
+        world_info, templates = ([], []) if database_only or only else (world_info_rows(self.runs), template_rows(self.runs))
         self.figures += [figure(name, "ms", samples, note) for name, samples, note in world_info + templates]
         self._print(time.perf_counter() - started)
-        if not database_only:
+        if not (database_only or only):
             self.stdout.write(world_info_summary(world_info) + "\n" + template_summary(templates))
         if json_file:
             with open(json_file, "w") as out:
@@ -156,16 +165,26 @@ class Command(BaseCommand):
             name=f"bench-{self.tag}", base_url=self.server.base_url, chat_model="demo-narrator",
             embedding_model="", context_token_budget=8192, max_output_tokens=300,
         )
-        self._prompt_assembly(2_000)
-        self._long_memory(2_000)
-        self._play_page(1_000)
-        empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
-        self._turn_overhead(empty, "empty library")
-        self._retrieval_and_large_overhead()
-        if not self.database_only:
+        if self._wanted("prompt assembly"):
+            self._prompt_assembly(2_000)
+        if self._wanted("long memory"):
+            self._long_memory(2_000)
+        if self._wanted("play page"):
+            self._play_page(1_000)
+        if self._wanted("turn overhead"):
+            empty = Campaign.objects.create(owner=self.owner, title="Bench: empty library", endpoint=self.profile)
+            self._turn_overhead(empty, "empty library")
+        if self._wanted("retrieval"):
+            self._retrieval_and_large_overhead()
+        if not self.database_only and self._wanted("regex keys"):
             self._regex_keys(settings.KNOWLEDGE_REGEX_KEYS_PER_CAMPAIGN)
-        self._import_throughput()
-        self._local_embeddings()
+        if self._wanted("import"):
+            self._import_throughput()
+        if self._wanted("local embeddings"):
+            self._local_embeddings()
+
+    def _wanted(self, group: str) -> bool:
+        return self.only is None or self.only == group
 
     def _story(self, length: int, title: str) -> Campaign:
         campaign = Campaign.objects.create(owner=self.owner, title=title, endpoint=self.profile, plot_essentials=PARAGRAPH)
