@@ -126,10 +126,22 @@ def stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=65536)
+def _word_key(word: str) -> str | None:
+    """The key of a lowercased word that `words` keeps, else None."""
+    if len(word) < MIN_TERM_LENGTH or word.isdigit() or word in STOPWORDS:
+        return None
+    return stem(word)
+
+
 def passage_keys(heading_path: str, text: str) -> set[str]:
     """The word keys a passage holds, its heading trail included: what a
-    term is looked up in when the database's match is not taken as read."""
-    return {stem(word) for word in words(f"{heading_path} {text}")}
+    term is looked up in when the database's match is not taken as read.
+    Each distinct word is judged once (a passage repeats most of its words),
+    so a turn's candidates cost a set and a cached lookup per word."""
+    keys = {_word_key(word) for word in set(WORD.findall(f"{heading_path} {text}".lower()))}
+    keys.discard(None)
+    return keys
 
 
 def terms(text: str) -> list[str]:

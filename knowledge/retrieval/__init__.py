@@ -56,6 +56,7 @@ from ..query import Query, QueryInputs, assemble
 from ..query.vocabulary import SHORT_TERM
 from ..query.weighing import matched_terms, weigh_terms
 from ..ranking.records import Candidate
+from ..selectors import SearchablePassage
 from . import library, report
 from .library import EmbedQuery, Ready
 
@@ -228,7 +229,7 @@ def _candidate(
     chunk_id: int,
     hit: lexical.LexicalHit | None,
     similarity: float | None,
-    chunk: KnowledgeChunk | None,
+    chunk: SearchablePassage | None,
     q: Query,
     vectors: dict[int, tuple[np.ndarray, float | None]],
     always: list[int],
@@ -249,7 +250,7 @@ def _candidate(
     vector, share = vectors.get(chunk_id, (None, None))
     return Candidate(
         id=chunk_id,
-        kind=chunk.source.classification,
+        kind=chunk.classification,
         text=chunk.text,
         matched=matched,
         lexical=hit.score if hit else None,
@@ -265,9 +266,9 @@ def _short(q: Query) -> frozenset[int]:
     return frozenset(i for i, term in enumerate(q.terms) if len(term) <= SHORT_TERM)
 
 
-def _always_candidate(chunk: KnowledgeChunk, vectors: dict[int, tuple[np.ndarray, float | None]]) -> Candidate:
+def _always_candidate(chunk: SearchablePassage, vectors: dict[int, tuple[np.ndarray, float | None]]) -> Candidate:
     return Candidate(
-        id=chunk.pk, kind=chunk.source.classification, text=chunk.text,
+        id=chunk.pk, kind=chunk.classification, text=chunk.text,
         vector=vectors.get(chunk.pk, (None, None))[0], always=True,
     )
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 from contextbuild.records import KnowledgeCandidate, Rejection
 
-from ..models import KnowledgeChunk
 from ..ranking.records import Decision
+from ..selectors import SearchablePassage
 
-def passage(decision: Decision, chunk: KnowledgeChunk) -> KnowledgeCandidate:
-    source = chunk.source
+def passage(decision: Decision, chunk: SearchablePassage) -> KnowledgeCandidate:
     return KnowledgeCandidate(
         chunk_id=chunk.pk,
-        source_id=source.pk,
-        title=source.title,
-        filename=source.original_filename,
-        classification=source.classification,
-        visibility=source.visibility,
+        source_id=chunk.source_id,
+        title=chunk.title,
+        filename=chunk.filename,
+        classification=chunk.classification,
+        visibility=chunk.visibility,
         chunk_index=chunk.index,
         heading_path=chunk.heading_path,
         text=chunk.text,
@@ -34,14 +33,14 @@ def passage(decision: Decision, chunk: KnowledgeChunk) -> KnowledgeCandidate:
     )
 
 
-def rejection(decision: Decision, chunk: KnowledgeChunk) -> Rejection:
+def rejection(decision: Decision, chunk: SearchablePassage) -> Rejection:
     return Rejection(
-        title=chunk.source.title,
-        filename=chunk.source.original_filename,
+        title=chunk.title,
+        filename=chunk.filename,
         passage=chunk.index + 1,
         heading_path=chunk.heading_path,
-        classification=chunk.source.classification,
-        visibility=chunk.source.visibility,
+        classification=chunk.classification,
+        visibility=chunk.visibility,
         matched_terms=decision.matched_terms,
         lexical=decision.raw_lexical,
         cosine=decision.cosine,
@@ -49,7 +48,7 @@ def rejection(decision: Decision, chunk: KnowledgeChunk) -> Rejection:
     )
 
 
-def line(decision: Decision, chunk: KnowledgeChunk | None) -> dict:
+def line(decision: Decision, chunk: SearchablePassage | None) -> dict:
     """A decision as the `retrieve` command prints it."""
     candidate = decision.candidate
     line: dict = {"chunk_id": candidate.id}
@@ -59,10 +58,10 @@ def line(decision: Decision, chunk: KnowledgeChunk | None) -> dict:
         line.update(lexical=decision.raw_lexical, matched_terms=list(decision.matched_terms))
     if chunk is not None:
         line.update(
-            source=chunk.source.title,
-            filename=chunk.source.original_filename,
-            classification=chunk.source.classification,
-            visibility=chunk.source.visibility,
+            source=chunk.title,
+            filename=chunk.filename,
+            classification=chunk.classification,
+            visibility=chunk.visibility,
             passage=chunk.index + 1,
             heading_path=chunk.heading_path,
         )
