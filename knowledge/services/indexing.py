@@ -25,6 +25,7 @@ from lifecycle import policy, workers
 from storyapp.models import Campaign
 
 from .. import hubs, lexical
+from .. import segments
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from . import measure, parsing
 from .reading import ImportRefused
@@ -234,10 +235,25 @@ def _swap(
         Source.objects.filter(pk=locked.pk).update(
             **source_fields, embedding_model=model, updated=now, revision=F("revision") + 1
         )
+        _segment_on_commit(locked.pk, chunk_ids, vectors, shares, model)
         _job_done(job, now=now, passages=len(chunk_ids), step=_done_step(len(chunk_ids), model))
         _follow_model_change(locked.campaign, embedded_with)
         if then_embed:
             _enqueue(_job_for(locked, kind=IndexJob.Kind.EMBED))
+
+
+def _segment_on_commit(source_id: int, chunk_ids: list[int], vectors: list[bytes], shares, model: str) -> None:
+    """Writes the source's new vector segment from the vectors in hand, once
+    they are live, so no reader decodes them from the database."""
+    version = Source.objects.filter(pk=source_id).values_list("pk", "revision", "updated").get()
+
+    def store() -> None:
+        if vectors:
+            segments.store(version, model, chunk_ids, vectors, shares)
+        else:
+            segments.forget(source_id)
+
+    transaction.on_commit(store)
 
 
 def _lock_for_swap(job: IndexJob, attempt: int) -> KnowledgeSource | None:
