@@ -162,7 +162,7 @@ def _stored(campaign_id: int, stamp: tuple) -> TermProfile:
     """The profile from its file, or counted and written there. A file that
     cannot be read whole is counted again."""
     directory = segments.database_dir() / "terms"
-    version = segments.versions(campaign_id)
+    version = segments.versions(campaign_id, stamp)
     path = directory / f"{campaign_id}-{segments.digest(version)}.json"
     try:
         held = json.loads(path.read_text())

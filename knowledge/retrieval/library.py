@@ -113,14 +113,14 @@ class Library:
         self._width = width
         self._offsets = np.cumsum([0] + [s.size for s in self.segments[:-1]], dtype=np.int64)
         ids = self._concat([s.chunk_ids for s in self.segments], np.int64)
-        order = np.argsort(ids, kind="stable")
+        order = None if np.all(ids[1:] >= ids[:-1]) else np.argsort(ids, kind="stable")
         #: Row order → passage id order, None when they are the same.
-        self._order = None if np.all(order == np.arange(order.size)) else order
-        self.chunk_ids = ids if self._order is None else ids[order]
-        sources = self._concat([np.full(s.size, s.source_id, dtype=np.int64) for s in self.segments], np.int64)
-        self.source_ids = sources if self._order is None else sources[order]
+        self._order = order
+        sources = self._concat([s.source_ids for s in self.segments], np.int64)
         shares = self._concat([s.shares for s in self.segments], np.float64)
-        self.shares = shares if self._order is None else shares[order]
+        self.chunk_ids, self.source_ids, self.shares = (
+            (ids, sources, shares) if order is None else (ids[order], sources[order], shares[order])
+        )
 
     @staticmethod
     def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -213,10 +213,11 @@ def library_for(campaign_id: int, model: str, *, stamp: tuple[tuple, frozenset] 
 
 
 def _load(campaign_id: int, model: str, stamp: tuple) -> Library:
-    return Library(stamp, segments.load(campaign_id, model))
+    return Library(stamp, segments.load(campaign_id, model, stamp))
 
 
 def clear() -> None:
     """Forgets every cached library matrix in this process."""
     with _cache_lock:
         _cache.clear()
+    segments.clear()

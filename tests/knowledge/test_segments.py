@@ -46,7 +46,7 @@ def from_rows(campaign_id):
 
 
 def segment_files():
-    return sorted(segments.database_dir().glob("*/*.seg"))
+    return sorted(segments.database_dir().glob("*/*/*.seg"))
 
 
 def fresh_process():
@@ -85,32 +85,32 @@ def test_mapped_segments_give_the_same_candidates_and_cosines_as_the_vector_rows
 
 def test_a_reindex_or_a_delete_leaves_no_stale_segment_in_use(fantasy, django_capture_on_commit_callbacks):
     dragons = fantasy.sources.get(original_filename="dragons.md")
-    before = {p.name for p in segment_files()}
+    before = set(segment_files())
     library_for(fantasy.pk, MODEL)
     with django_capture_on_commit_callbacks(execute=True):
         services.source_index_now(dragons)
-    after = {p.name for p in segment_files()}
+    after = set(segment_files())
     assert len(after) == 3 and len(before - after) == 1  # the old revision's file unlinked
     ids, _ = from_rows(fantasy.pk)
     assert library_for(fantasy.pk, MODEL).chunk_ids.tolist() == ids.tolist()
 
     with django_capture_on_commit_callbacks(execute=True):
         services.source_delete(source=dragons)
-    assert not [p for p in segment_files() if p.name.startswith(f"{dragons.pk}-")]
+    assert not [p for p in segment_files() if p.parent.name == str(dragons.pk)]
     fresh_process()
     assert dragons.pk not in library_for(fantasy.pk, MODEL).source_ids
 
 
 def test_a_segment_left_from_an_older_revision_is_never_read(fantasy):
     dragons = fantasy.sources.get(original_filename="dragons.md")
-    (old,) = [p for p in segment_files() if p.name.startswith(f"{dragons.pk}-")]
+    (old,) = [p for p in segment_files() if p.parent.name == str(dragons.pk)]
     kept = old.read_bytes()
     dragons.save()  # a new version of the row, its segment not written yet
     old.write_bytes(kept)
     fresh_process()
     ids, _ = from_rows(fantasy.pk)
     assert library_for(fantasy.pk, MODEL).chunk_ids.tolist() == ids.tolist()
-    assert len([p for p in segment_files() if p.name.startswith(f"{dragons.pk}-")]) == 1
+    assert len([p for p in segment_files() if p.parent.name == str(dragons.pk)]) == 1
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garble", "empty"])
@@ -134,7 +134,7 @@ def test_two_databases_never_share_segment_files(fantasy):
         assert library_for(fantasy.pk, MODEL).size  # built from this database's rows, into its own directory
     finally:
         connection.settings_dict["NAME"] = name
-    assert here != elsewhere and len(list(elsewhere.glob("*/*.seg"))) == 3
+    assert here != elsewhere and len(list(elsewhere.glob("*/*/*.seg"))) == 3
 
 
 def test_word_counts_are_kept_for_a_fresh_process(fantasy):
@@ -145,3 +145,25 @@ def test_word_counts_are_kept_for_a_fresh_process(fantasy):
         again = termstats.profile_for(fantasy.pk, stamp)
     assert again.counts == counted.counts and (again.passages, again.sampled) == (counted.passages, counted.sampled)
     assert not [q["sql"] for q in queries if "knowledge_knowledgechunk" in q["sql"]]
+
+
+def test_a_library_of_many_sources_is_mapped_from_one_merged_file_of_its_revision(
+    fantasy, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(segments, "MERGE_ABOVE", 1)
+    query = from_rows(fantasy.pk)[1][0]
+    expected = library_for(fantasy.pk, MODEL).top(query, 40)
+    (merged,) = segments.database_dir().glob("*/*.lib")
+    for path in segment_files():
+        path.unlink()
+    fresh_process()
+    assert library_for(fantasy.pk, MODEL).top(query, 40) == expected  # from the merged file alone
+    assert not segment_files()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.source_index_now(fantasy.sources.get(original_filename="dragons.md"))
+    fresh_process()
+    ids, _ = from_rows(fantasy.pk)
+    assert library_for(fantasy.pk, MODEL).chunk_ids.tolist() == ids.tolist()  # the old merged file is not this revision's
+    (again,) = segments.database_dir().glob("*/*.lib")
+    assert again != merged

@@ -212,7 +212,7 @@ class Command(BaseCommand):
         unit = vector / np.linalg.norm(vector)
         by_segment = _best_of(lambda: loaded.top(unit, library.SEMANTIC_CANDIDATES))
         status = _status()  # before the concatenated copy below, which is private memory
-        whole = library.Library(loaded.stamp, [segments.Segment(0, loaded.chunk_ids, loaded.shares, loaded.matrix)])
+        whole = library.Library(loaded.stamp, [segments.Segment(loaded.source_ids, loaded.chunk_ids, loaded.shares, loaded.matrix)])
         concatenated = _best_of(lambda: whole.top(unit, library.SEMANTIC_CANDIDATES))
         self.stdout.write(json.dumps({
             "retrieval_ms": took, "tokenizer_ms": tokenizer, "rss_mb": status["VmRSS"], "anon_mb": status["RssAnon"],
