@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from . import lexical, regexkeys, segments
+from . import lexical, regexkeys, segments, termstats
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import QueryInputs
 from .query.vocabulary import STOPWORDS
@@ -107,7 +107,8 @@ class SyntheticLibrary:
 
     def _segments(self, campaign: Campaign, ids: list[int], vectors: np.ndarray) -> None:
         """The sources' vector segments, as the worker writes them at a swap
-        (once the rows are committed)."""
+        (once the rows are committed), and the merged library file and word
+        counts it writes after a batch's last swap."""
         source_of = dict(KnowledgeChunk.objects.filter(campaign=campaign).values_list("pk", "source_id"))
         rows: dict[int, list[int]] = {}
         for row, pk in enumerate(ids):
@@ -120,6 +121,8 @@ class SyntheticLibrary:
                 segments.store(
                     version, self.model, [ids[r] for r in held], [vectors[r].tobytes() for r in held], [None] * len(held)
                 )
+            segments.load(campaign.pk, self.model)
+            termstats.keep(campaign.pk)
 
         transaction.on_commit(store)
 

@@ -158,7 +158,13 @@ def _count(campaign_id: int, stamp: tuple) -> TermProfile:
     return TermProfile(stamp=stamp, passages=passages, sampled=len(ids), counts=counts)
 
 
-def _stored(campaign_id: int, stamp: tuple) -> TermProfile:
+def keep(campaign_id: int) -> None:
+    """Counts the library's words into its file now (the worker, after the
+    last swap of a batch), so that no turn counts them."""
+    _stored(campaign_id, None)
+
+
+def _stored(campaign_id: int, stamp: tuple | None) -> TermProfile:
     """The profile from its file, or counted and written there. A file that
     cannot be read whole is counted again."""
     directory = segments.database_dir() / "terms"

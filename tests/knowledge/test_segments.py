@@ -61,6 +61,7 @@ def test_the_worker_writes_segments_at_the_swap_so_a_fresh_process_reads_no_vect
     assert loaded.size == KnowledgeEmbedding.objects.filter(chunk__campaign=fantasy).count()
     table = KnowledgeEmbedding._meta.db_table
     assert not [q["sql"] for q in queries if table in q["sql"]]
+    assert len(list((segments.database_dir() / "terms").glob(f"{fantasy.pk}-*.json"))) == 1  # counted after the last swap
 
 
 def test_mapped_segments_give_the_same_candidates_and_cosines_as_the_vector_rows(fantasy):
