@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from django.db import transaction
 from django.utils import timezone
 
 from storyapp.models import Campaign
 
-from . import lexical, pgvector, regexkeys
+from . import lexical, pgvector, regexkeys, segments, termstats
 from .models import KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .query import QueryInputs
 from .query.vocabulary import STOPWORDS
@@ -29,8 +30,9 @@ _SYLLABLES = "ka lo ri wen tha mar el dor ys ae bri gan hol vess tor un quel sar
 class SyntheticLibrary:
     """Builds campaigns of synthetic passages for `owner`, embedded as `model`."""
 
-    def __init__(self, *, owner, model: str, seed: int = 11):
+    def __init__(self, *, owner, model: str, seed: int = 11, per_source: int = PASSAGES_PER_SOURCE):
         self.owner = owner
+        self.per_source = per_source
         self.model = model
         self.rng = np.random.default_rng(seed)
         self.vocabulary = _vocabulary(self.rng)
@@ -43,7 +45,7 @@ class SyntheticLibrary:
         return campaign
 
     def fill(self, campaign: Campaign, passages: int, *, start: int) -> None:
-        """Sources of PASSAGES_PER_SOURCE passages, their chunks through the
+        """Sources of `per_source` passages, their chunks through the
         lexical index, and a unit vector each; a few passages per source sit
         close to a shared direction so some cosines clear the floor."""
         now = timezone.now()
@@ -58,10 +60,10 @@ class SyntheticLibrary:
                     classification=("canon", "reference", "inspiration")[i % 3],
                     index_state=KnowledgeSource.IndexState.READY,
                     embedding_model=self.model,
-                    passage_count=PASSAGES_PER_SOURCE,
+                    passage_count=self.per_source,
                     indexed_at=now,
                 )
-                for i in range((passages + PASSAGES_PER_SOURCE - 1) // PASSAGES_PER_SOURCE)
+                for i in range((passages + self.per_source - 1) // self.per_source)
             ],
             batch_size=1000,
         )
@@ -73,10 +75,10 @@ class SyntheticLibrary:
             texts = self.texts(count)
             rows = [
                 (
-                    sources[(offset + i) // PASSAGES_PER_SOURCE].pk,
+                    sources[(offset + i) // self.per_source].pk,
                     campaign.pk,
-                    (offset + i) % PASSAGES_PER_SOURCE,
-                    f"Bench {(offset + i) // PASSAGES_PER_SOURCE} > Part {(offset + i) % 7}",
+                    (offset + i) % self.per_source,
+                    f"Bench {(offset + i) // self.per_source} > Part {(offset + i) % 7}",
                     text,
                     int(WORDS_PER_PASSAGE * 1.3),
                 )
@@ -102,6 +104,29 @@ class SyntheticLibrary:
                 batch_size=2000,
             )
             pgvector.store(ids[offset : offset + 5000], [v.tobytes() for v in vectors[offset : offset + 5000]], self.model)
+        if not pgvector.enabled():
+            self._segments(campaign, ids, vectors)
+
+    def _segments(self, campaign: Campaign, ids: list[int], vectors: np.ndarray) -> None:
+        """The sources' vector segments, as the worker writes them at a swap
+        (once the rows are committed), and the merged library file and word
+        counts it writes after a batch's last swap."""
+        source_of = dict(KnowledgeChunk.objects.filter(campaign=campaign).values_list("pk", "source_id"))
+        rows: dict[int, list[int]] = {}
+        for row, pk in enumerate(ids):
+            rows.setdefault(source_of[pk], []).append(row)
+        versions = KnowledgeSource.objects.filter(pk__in=list(rows)).values_list("pk", "revision", "updated")
+
+        def store() -> None:
+            for version in versions:
+                held = rows[version[0]]
+                segments.store(
+                    version, self.model, [ids[r] for r in held], [vectors[r].tobytes() for r in held], [None] * len(held)
+                )
+            segments.load(campaign.pk, self.model)
+            termstats.keep(campaign.pk)
+
+        transaction.on_commit(store)
 
     def direction(self) -> np.ndarray:
         if not hasattr(self, "_shared"):

@@ -1,8 +1,9 @@
-"""The semantic path: the campaign's whole library as one float32 matrix
-per (campaign, model), normalized once and cached in this process, checked
-on every turn against the library stamp (or, on PostgreSQL with pgvector,
-the same questions asked of the database: knowledge.pgvector); the query
-vector and its top cosine candidates, or the reason there are none this turn."""
+"""The semantic path: the campaign's library per (campaign, model), its
+sources' vector segments mapped from disk (knowledge.segments) and cached in
+this process, checked on every turn against the library stamp (or, on
+PostgreSQL with pgvector, the same questions asked of the database:
+knowledge.pgvector); the query vector and its top cosine candidates, or the
+reason there are none this turn."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ from django.db import connection
 from endpoints import calibration, localembed
 from endpoints.embeddings import DTYPE
 
-from .. import pgvector, selectors
-from ..models import KnowledgeEmbedding, KnowledgeSource
+from .. import pgvector, segments, selectors
+from ..models import KnowledgeSource
 from ..query import Query
 from ..query.vocabulary import words
 
+
 SEMANTIC_CANDIDATES = 40
-#: Libraries kept in memory per process (a 100,000-passage library at 384
-#: dimensions is 150 MB).
+#: Libraries kept per process (a 100,000-passage library's 150 MB of vectors
+#: at 384 dimensions are mapped: page cache shared between processes).
 CACHED_LIBRARIES = 4
 
 Ready = KnowledgeSource.IndexState.READY
@@ -91,17 +93,40 @@ def semantic_candidates(
 
 @dataclass
 class Library:
-    """One campaign's vectors from one model: ids sorted, rows unit length."""
+    """One campaign's vectors from one model, as its sources' segments
+    (knowledge.segments, mapped from disk); the per-row arrays in
+    passage id order, the rows unit length."""
 
     stamp: tuple
-    chunk_ids: np.ndarray
-    source_ids: np.ndarray
-    matrix: np.ndarray
+    segments: list[segments.Segment]
+    chunk_ids: np.ndarray = field(init=False)
+    source_ids: np.ndarray = field(init=False)
     #: Each row's neutral share (knowledge.hubs), NaN where unmeasured.
-    shares: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    shares: np.ndarray = field(init=False)
     searchable: frozenset = frozenset()
     mask: np.ndarray | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        live = [s for s in self.segments if s.size]
+        # A vector of another width than the first passage's cannot be compared.
+        width = min(live, key=lambda s: int(s.chunk_ids[0])).width if live else 0
+        self.segments = [s for s in live if s.width == width]
+        self._width = width
+        self._offsets = np.cumsum([0] + [s.size for s in self.segments[:-1]], dtype=np.int64)
+        ids = self._concat([s.chunk_ids for s in self.segments], np.int64)
+        order = None if np.all(ids[1:] >= ids[:-1]) else np.argsort(ids, kind="stable")
+        #: Row order → passage id order, None when they are the same.
+        self._order = order
+        sources = self._concat([s.source_ids for s in self.segments], np.int64)
+        shares = self._concat([s.shares for s in self.segments], np.float64)
+        self.chunk_ids, self.source_ids, self.shares = (
+            (ids, sources, shares) if order is None else (ids[order], sources[order], shares[order])
+        )
+
+    @staticmethod
+    def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
     @property
     def size(self) -> int:
@@ -109,13 +134,26 @@ class Library:
 
     @property
     def dimensions(self) -> int:
-        return int(self.matrix.shape[1]) if self.matrix.ndim == 2 else 0
+        return self._width
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The rows in passage id order, as one (private) array."""
+        if not self.size:
+            return np.zeros((0, 0), dtype=DTYPE)
+        whole = np.concatenate([s.matrix for s in self.segments])
+        return whole if self._order is None else whole[self._order]
 
     def top(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         norm = float(np.linalg.norm(query))
-        if norm == 0:
+        if norm == 0 or not self.size:
             return []
-        scores = self.matrix @ (query / norm)
+        unit = query / norm
+        scores = np.empty(self.size, dtype=np.result_type(DTYPE, unit.dtype))
+        for segment, start in zip(self.segments, self._offsets, strict=True):
+            np.matmul(segment.matrix, unit, out=scores[start : start + segment.size])
+        if self._order is not None:
+            scores = scores[self._order]
         if self.mask is not None:
             scores = np.where(self.mask, scores, -np.inf)
         k = min(k, scores.size)
@@ -132,10 +170,16 @@ class Library:
         at = np.clip(at, 0, self.size - 1)
         found = self.chunk_ids[at] == wanted
         return {
-            int(c): (self.matrix[i], None if np.isnan(self.shares[i]) else float(self.shares[i]))
+            int(c): (self._row(i), None if np.isnan(self.shares[i]) else float(self.shares[i]))
             for c, i, ok in zip(wanted, at, found, strict=True)
             if ok
         }
+
+    def _row(self, i: int) -> np.ndarray:
+        """The unit vector of the passage at position i in id order."""
+        row = int(i if self._order is None else self._order[i])
+        seg = int(np.searchsorted(self._offsets, row, side="right")) - 1
+        return self.segments[seg].matrix[row - int(self._offsets[seg])]
 
 
 _cache: OrderedDict[tuple, Library] = OrderedDict()
@@ -191,38 +235,11 @@ def _in_database(campaign_id: int, model: str, stamp: tuple, searchable: frozens
 
 
 def _load(campaign_id: int, model: str, stamp: tuple) -> Library:
-    rows = (
-        KnowledgeEmbedding.objects.filter(model=model, chunk__campaign_id=campaign_id)
-        .order_by("chunk_id")
-        .values_list("chunk_id", "chunk__source_id", "dimensions", "vector", "neutral_share")
-    )
-    ids: list[int] = []
-    sources: list[int] = []
-    blobs: list[bytes] = []
-    shares: list[float] = []
-    width = None
-    for chunk_id, source_id, dimensions, vector, share in rows.iterator(chunk_size=5000):
-        width = width or dimensions
-        if dimensions != width:
-            continue  # a vector of another width cannot be compared; skip it
-        ids.append(chunk_id)
-        sources.append(source_id)
-        blobs.append(bytes(vector))
-        shares.append(np.nan if share is None else share)
-    if not ids:
-        empty = np.zeros(0, dtype=np.int64)
-        return Library(stamp, empty, empty, np.zeros((0, 0), dtype=DTYPE))
-    matrix = np.frombuffer(b"".join(blobs), dtype=DTYPE).reshape(len(ids), width).copy()
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    matrix /= norms
-    return Library(
-        stamp, np.asarray(ids, dtype=np.int64), np.asarray(sources, dtype=np.int64), matrix,
-        np.asarray(shares, dtype=np.float64),
-    )
+    return Library(stamp, segments.load(campaign_id, model, stamp))
 
 
 def clear() -> None:
     """Forgets every cached library matrix in this process."""
     with _cache_lock:
         _cache.clear()
+    segments.clear()

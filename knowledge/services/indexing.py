@@ -24,7 +24,7 @@ from endpoints.models import EndpointProfile
 from lifecycle import policy, workers
 from storyapp.models import Campaign
 
-from .. import hubs, lexical, pgvector
+from .. import hubs, lexical, pgvector, segments, termstats
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from . import measure, parsing
 from .reading import ImportRefused
@@ -234,10 +234,40 @@ def _swap(
         Source.objects.filter(pk=locked.pk).update(
             **source_fields, embedding_model=model, updated=now, revision=F("revision") + 1
         )
+        _segment_on_commit(locked, chunk_ids, vectors, shares, model)
         _job_done(job, now=now, passages=len(chunk_ids), step=_done_step(len(chunk_ids), model))
         _follow_model_change(locked.campaign, embedded_with)
         if then_embed:
             _enqueue(_job_for(locked, kind=IndexJob.Kind.EMBED))
+
+
+def _segment_on_commit(
+    source: KnowledgeSource, chunk_ids: list[int], vectors: list[bytes], shares, model: str
+) -> None:
+    """Writes the source's new vector segment from the vectors in hand, once
+    they are live, so no reader decodes them from the database. After the
+    campaign's last job in flight, also its merged library file and word
+    counts, so a fresh process's first turn only maps and reads files."""
+    version = Source.objects.filter(pk=source.pk).values_list("pk", "revision", "updated").get()
+
+    def store() -> None:
+        # With pgvector the vectors are searched in the database: no files.
+        mapped = not pgvector.enabled()
+        try:
+            if vectors and mapped:
+                segments.store(version, model, chunk_ids, vectors, shares)
+            else:
+                segments.forget(source.pk)
+            busy = IndexJob.objects.filter(source__campaign_id=source.campaign_id, state__in=IndexJob.ACTIVE).exists()
+            if not busy:
+                if model and mapped:
+                    segments.load(source.campaign_id, model)
+                termstats.keep(source.campaign_id)
+        except OSError:
+            # A cache: the next reader builds what is missing from the database.
+            log.exception("Could not write the library files of campaign %s", source.campaign_id)
+
+    transaction.on_commit(store)
 
 
 def _lock_for_swap(job: IndexJob, attempt: int) -> KnowledgeSource | None:

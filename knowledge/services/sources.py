@@ -18,6 +18,7 @@ from django.utils import timezone
 from lifecycle.policy import RetryLater
 from storyapp.models import Campaign
 
+from .. import segments
 from ..models import IndexJob, KnowledgeChunk, KnowledgeEmbedding, KnowledgeSource
 from .indexing import job_run
 from .jobs import _enqueue, _job_for
@@ -131,9 +132,11 @@ def source_update(
 def source_delete(*, source: KnowledgeSource) -> None:
     """Deletes the source, its passages, vectors and jobs. A worker still on
     one of its jobs finds the source gone at the swap and stores nothing."""
+    source_id = source.pk
     KnowledgeEmbedding.objects.filter(chunk__source=source).delete()
     KnowledgeChunk.objects.filter(source=source).only("pk").delete()
     source.delete()
+    transaction.on_commit(lambda: segments.forget(source_id))
 
 
 @transaction.atomic
