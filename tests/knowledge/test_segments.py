@@ -19,6 +19,7 @@ MODEL = "demo-embed"
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, settings):
     settings.VAR_DIR = tmp_path
+    settings.LOREMASTER_PGVECTOR = False  # the numpy path, whatever the database has
     retrieval.clear_cache()
     yield
     retrieval.clear_cache()
