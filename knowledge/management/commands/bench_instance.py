@@ -38,7 +38,7 @@ from django.db import connection
 from django.utils import timezone
 
 from endpoints.models import EmbeddingCalibration
-from knowledge import services
+from knowledge import pgvector, services
 from knowledge.benchdata import SyntheticLibrary
 from knowledge.management.commands.bench_import import generated_markdown
 from knowledge.models import KnowledgeSource
@@ -178,8 +178,9 @@ class Command(BaseCommand):
         if connection.vendor == "sqlite":
             with connection.cursor() as cursor:
                 cursor.execute("PRAGMA synchronous = OFF")
-        for i in range(campaigns):
-            ids.append(data.campaign(f"instance {i + 1}", passages).pk)
+        with pgvector.bulk_load():
+            for i in range(campaigns):
+                ids.append(data.campaign(f"instance {i + 1}", passages).pk)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         size = 0.0
