@@ -25,6 +25,8 @@ after):
 `--quick` uses fewer runs, and 10k instead of 100k passages, to finish in under two minutes. It never fails on
 a figure: it prints them. `--database-only` leaves out the figures no database changes (the World Info engine,
 the instruct templates, regex key matching, the local model's own speed), for a second run on another engine.
+`--instance` then measures a 1M-passage instance (10 campaigns x 100,000 passages, `manage.py bench_instance`:
+built once in a database of its own and kept, its first and next turns timed in fresh processes).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connection, transaction
 from django.test import Client, TestCase, override_settings
@@ -116,9 +119,11 @@ class Command(BaseCommand):
                             help="Only the figures a database changes (for a second run on another engine).")
         parser.add_argument("--only", choices=ONLY, help="Only this group of figures (its data is still built).")
         parser.add_argument("--json", dest="json_file", metavar="FILE", help="Also write the figures to FILE as JSON.")
+        parser.add_argument("--instance", action="store_true",
+                            help="Then the 1M-passage instance (manage.py bench_instance, kept between runs).")
 
     def handle(self, *args, quick: bool, database_only: bool, json_file: str | None, only: str | None = None,
-               **options):
+               instance: bool = False, **options):
         self.quick = quick
         self.only = only
         self.database_only = database_only
@@ -156,6 +161,8 @@ class Command(BaseCommand):
             with open(json_file, "w") as out:
                 json.dump({"database": connection.vendor, "quick": quick, "figures": [asdict(f) for f in self.figures]},
                           out, indent=2)
+        if instance:
+            call_command("bench_instance", keep=True, stdout=self.stdout)
 
     # ------------------------------------------------------------ the runs
 
