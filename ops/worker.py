@@ -1,8 +1,8 @@
 """A Celery worker's life, as ops sees it: on start it requeues the index
 jobs its dead predecessors left running and sends again those they had
 fetched, follows the instance's default
-embedding model, and starts the sweeper; on shutdown it removes its
-heartbeat row."""
+embedding model, loads the tokenizer, and starts the sweeper; on shutdown
+it removes its heartbeat row."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+
+from contextbuild.tokens import encoding
 
 from knowledge import services
 from lifecycle import workers
@@ -46,6 +48,9 @@ def _worker_ready(sender=None, **kwargs) -> None:
             follow_instance_default()
         except Exception:
             log.exception("Could not queue re-embedding after a model change")
+    # cl100k's tables take 0.3-0.9 s to load: at start, not in the first
+    # reader's turn after a restart.
+    encoding()
     sweeper.start(name, queues)
 
 
