@@ -123,7 +123,8 @@ class Command(BaseCommand):
             # reader rebuilds them from the database, once.
             rebuilt = self._run(env, "turns", campaign=built["campaign_ids"][0], turns=1)
             self.stdout.write(
-                f"  first turn where the library's files were missing or stale: {rebuilt['first_ms']:.0f} ms"
+                f"  first turn of the first fresh process (which builds the library's files where they are "
+                f"missing): {rebuilt['first_ms']:.0f} ms"
             )
         started = time.perf_counter()
         measured = self._run(env, "turns", campaign=built["campaign_ids"][0], turns=turns)
