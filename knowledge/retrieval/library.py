@@ -7,6 +7,7 @@ reason there are none this turn."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -214,23 +215,29 @@ def library_for(
         if library.mask is None or library.searchable != searchable:
             mask = np.isin(library.source_ids, np.fromiter(searchable, dtype=np.int64, count=len(searchable)))
             library.mask = None if mask.all() else mask
-            library.searchable = searchable
-    return library
+            # A copy per turn: narrations of one campaign share the cached entry from
+    # several threads, each with the searchable sources it read.
+    return dataclasses.replace(library, searchable=searchable)
 
 
 def _in_database(campaign_id: int, model: str, stamp: tuple, searchable: frozenset) -> pgvector.Library:
     """The campaign's pgvector store: its size and width asked again only
-    when the stamp changes; the searchable sources are the turn's."""
+    when the stamp changes. Never changed once cached: narrations of one
+    campaign share the entry from several threads, so other searchable
+    sources make a new entry."""
     key = ("pgvector", connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
     with _cache_lock:
         library = _cache.get(key)
     if library is None or library.stamp != stamp:
         library = pgvector.library(campaign_id, model, stamp, searchable)
-        with _cache_lock:
-            _cache[key] = library
-            while len(_cache) > CACHED_LIBRARIES * 4:
-                _cache.popitem(last=False)
-    library.searchable = searchable
+    elif library.searchable != searchable:
+        library = dataclasses.replace(library, searchable=searchable)
+    else:
+        return library
+    with _cache_lock:
+        _cache[key] = library
+        while len(_cache) > CACHED_LIBRARIES * 4:
+            _cache.popitem(last=False)
     return library
 
 
