@@ -73,6 +73,14 @@ def install(schema_editor) -> str:
                 f"({str(error).strip().splitlines()[0]}); semantic retrieval uses the numpy path. "
                 "Install the extension and run `manage.py migrate knowledge 0014 && manage.py migrate` to use it."
             )
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        (version,) = cursor.fetchone()
+        if tuple(int(part) for part in version.split(".")[:2] if part.isdigit()) < (0, 8):
+            return (
+                f"pgvector {version} is older than 0.8, whose iterative index scans a campaign's search needs; "
+                "semantic retrieval uses the numpy path. Upgrade the extension (ALTER EXTENSION vector UPDATE) and "
+                "run `manage.py migrate knowledge 0014 && manage.py migrate` to use it."
+            )
         cursor.execute(f"""
             CREATE TABLE IF NOT EXISTS {TABLE} (
                 chunk_id bigint NOT NULL REFERENCES knowledge_knowledgechunk (id) ON DELETE CASCADE,
