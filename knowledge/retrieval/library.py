@@ -7,6 +7,7 @@ reason there are none this turn."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 from collections import OrderedDict
@@ -105,8 +106,8 @@ class Library:
     #: Each row's neutral share (knowledge.hubs), NaN where unmeasured.
     shares: np.ndarray = field(init=False)
     searchable: frozenset = frozenset()
+    #: Rows of searchable sources, None when every row is.
     mask: np.ndarray | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         live = [s for s in self.segments if s.size]
@@ -124,6 +125,14 @@ class Library:
         self.chunk_ids, self.source_ids, self.shares = (
             (ids, sources, shares) if order is None else (ids[order], sources[order], shares[order])
         )
+
+    def searching(self, searchable: frozenset) -> Library:
+        """This library limited to the searchable sources: a copy sharing
+        the arrays, so the cached entry stays as other turns read it."""
+        limited = copy.copy(self)
+        mask = np.isin(self.source_ids, np.fromiter(searchable, dtype=np.int64, count=len(searchable)))
+        limited.searchable, limited.mask = searchable, None if mask.all() else mask
+        return limited
 
     @staticmethod
     def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -200,24 +209,34 @@ def library_for(
     if pgvector.enabled():
         return _in_database(campaign_id, model, stamp, searchable)
     key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
+    library = _cached(key)
+    if library is None or library.stamp != stamp:
+        library = _load(campaign_id, model, stamp).searching(searchable)
+    elif library.searchable != searchable:
+        library = library.searching(searchable)
+    else:
+        return library
+    _publish(key, library, CACHED_LIBRARIES)
+    return library
+
+
+def _cached(key: tuple):
+    """The cached entry, now the most recently used, or None."""
     with _cache_lock:
         library = _cache.get(key)
         if library is not None:
             _cache.move_to_end(key)
-    if library is None or library.stamp != stamp:
-        library = _load(campaign_id, model, stamp)
-        with _cache_lock:
-            _cache[key] = library
-            _cache.move_to_end(key)
-            while len(_cache) > CACHED_LIBRARIES:
-                _cache.popitem(last=False)
-    with library.lock:
-        if library.mask is None or library.searchable != searchable:
-            mask = np.isin(library.source_ids, np.fromiter(searchable, dtype=np.int64, count=len(searchable)))
-            library.mask = None if mask.all() else mask
-            # A copy per turn: narrations of one campaign share the cached entry from
-    # several threads, each with the searchable sources it read.
-    return dataclasses.replace(library, searchable=searchable)
+    return library
+
+
+def _publish(key: tuple, library, limit: int) -> None:
+    """Caches a library entry; narrations of one campaign share it from
+    several threads, so it is replaced, never changed."""
+    with _cache_lock:
+        _cache[key] = library
+        _cache.move_to_end(key)
+        while len(_cache) > limit:
+            _cache.popitem(last=False)
 
 
 def _in_database(campaign_id: int, model: str, stamp: tuple, searchable: frozenset) -> pgvector.Library:
@@ -226,18 +245,14 @@ def _in_database(campaign_id: int, model: str, stamp: tuple, searchable: frozens
     campaign share the entry from several threads, so other searchable
     sources make a new entry."""
     key = ("pgvector", connection.alias, str(connection.settings_dict.get("NAME")), campaign_id, model)
-    with _cache_lock:
-        library = _cache.get(key)
+    library = _cached(key)
     if library is None or library.stamp != stamp:
         library = pgvector.library(campaign_id, model, stamp, searchable)
     elif library.searchable != searchable:
         library = dataclasses.replace(library, searchable=searchable)
     else:
         return library
-    with _cache_lock:
-        _cache[key] = library
-        while len(_cache) > CACHED_LIBRARIES * 4:
-            _cache.popitem(last=False)
+    _publish(key, library, CACHED_LIBRARIES * 4)
     return library
 
 
