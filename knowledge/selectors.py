@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Sum
+from django.db.models import Count
 
 from contextbuild import records
 from endpoints import embeddings
@@ -150,22 +150,27 @@ def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     clock). Enabled and index state are not in the stamp: they are the mask,
     read fresh every turn.
     """
-    stamp = KnowledgeSource.objects.filter(campaign_id=campaign_id).aggregate(
-        count=Count("pk"), ids=Sum("pk"), revisions=Sum("revision")
+    # One statement for both, on every turn: a campaign has tens of sources,
+    # not thousands.
+    rows = list(
+        KnowledgeSource.objects.filter(campaign_id=campaign_id).order_by()
+        .values_list("pk", "revision", "enabled", "index_state", "secret_seat")
     )
     # A seat's secret source is never searched: the narrator is given it
     # whole as that seat's secret (seat_secrets).
     searchable = frozenset(
-        KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready, secret_seat="")
-        .values_list("pk", flat=True)
+        pk for pk, _, enabled, state, secret_seat in rows if enabled and state == Ready and not secret_seat
     )
-    return (stamp["count"], stamp["ids"], stamp["revisions"]), searchable
+    return (len(rows), sum(row[0] for row in rows), sum(row[1] for row in rows)), searchable
 
 
-def seat_secrets(campaign_id: int) -> list[records.Secret]:
+def seat_secrets(campaign_id: int, *, stamp: tuple[tuple, frozenset] | None = None) -> list[records.Secret]:
     """What each seat alone knows from the library: every enabled source
     marked for a seat (a lorebook's enabled entries, else its text), then
-    every enabled entry marked for a seat in a source that is not."""
+    every enabled entry marked for a seat in a source that is not. A
+    library whose `stamp` (library_stamp) counts no source has none."""
+    if stamp is not None and not stamp[0][0]:
+        return []
     found = []
     for source in KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True).exclude(secret_seat=""):
         if source.is_lorebook:

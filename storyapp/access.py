@@ -63,7 +63,8 @@ def place_in(campaign: Campaign, user) -> Place | None:
 
 def place_for(request: HttpRequest, pk: int) -> Place:
     """Any member's view of the campaign (reading it); 404 for everyone else."""
-    campaign = get_object_or_404(Campaign.objects.of_member(request.user), pk=pk)
+    # The owner comes along: a lone reader's turn is written as theirs.
+    campaign = get_object_or_404(Campaign.objects.of_member(request.user).select_related("owner"), pk=pk)
     place = place_in(campaign, request.user)
     if place is None:  # the membership went between the two queries: a non-member now
         raise Http404("No such campaign.")

@@ -65,8 +65,11 @@ def window_covering(campaign_id: int, head_id: int | None, tokens: int) -> list[
     return list(Action.objects.raw(sql, [head_id, campaign_id, tokens]))
 
 
-def tail(campaign_id: int, head_id: int | None, count: int) -> list[Action]:
-    """The newest `count` lineage actions, oldest first."""
+def tail(campaign_id: int, head_id: int | None, count: int, *, within: list[Action] | None = None) -> list[Action]:
+    """The newest `count` lineage actions, oldest first; taken from `within`
+    (a window read already, ending at `head_id`) when it holds them all."""
+    if within is not None and (len(within) >= count or (within and within[0].parent_id is None)):
+        return within[-count:]
     return window(campaign_id, head_id, count)
 
 

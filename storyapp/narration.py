@@ -132,7 +132,7 @@ def claim(action_id: int, *, now: datetime) -> Action | None:
     """
     if not Action.objects.filter(stop_requested=False).claim(action_id, now=now, text="", error="", error_detail=""):
         return None
-    return Action.objects.select_related("campaign", "parent").get(pk=action_id)
+    return Action.objects.select_related("campaign", "campaign__endpoint", "parent").get(pk=action_id)
 
 
 def narrate(action_id: int, *, clock: Callable[[], datetime] = timezone.now) -> None:

@@ -21,7 +21,7 @@ from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
 from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
-from knowledge.selectors import seat_secrets
+from knowledge.selectors import library_stamp, seat_secrets
 
 from . import derivedjobs, lineage, modelprose, recall, selectors, worldinfo_turn
 from .summaries import summary_chain
@@ -135,15 +135,17 @@ def turn_inputs(
     # lineage walk below it would be wasted.
     has_derived = position is not None and DerivedJob.objects.filter(campaign=campaign).exists()
     lineage_ids = lineage.ids(campaign.pk, position.pk) if has_derived else frozenset()
-    query = query_inputs(campaign, position=position, state=state, player_text=player_text)
+    query = query_inputs(campaign, position=position, state=state, player_text=player_text, window=window)
     search = for_retrieval(profile)
     search["embed_query"] = recall.remembering(search["embed_query"])
-    knowledge = knowledge_for(campaign, query, search) if with_knowledge else None
+    # Read once for the turn's retrieval, lorebooks and secrets.
+    library = library_stamp(campaign.pk) if with_knowledge else None
+    knowledge = knowledge_for(campaign, query, search, library) if with_knowledge else None
     lore = (
         worldinfo_turn.world_info_for(
             campaign, position=position, window=window, state=state, narrating=narrating,
             player_text=player_text, budget_tokens=effective_budget(settings.context_token_budget, known),
-            by_meaning=knowledge.lore_by_meaning,
+            by_meaning=knowledge.lore_by_meaning, library=library,
         )
         if with_knowledge else worldinfo_turn.TurnWorldInfo()
     )
@@ -169,7 +171,7 @@ def turn_inputs(
         world_info=lore.result,
         world_info_titles=lore.titles or {},
         world_info_hidden=lore.hidden,
-        secrets=secrets_for(campaign),
+        secrets=secrets_for(campaign, library),
         narrative_state=state,
         state_refusals=refusals,
         window=known,
@@ -179,13 +181,14 @@ def turn_inputs(
     )
 
 
-def secrets_for(campaign: Campaign) -> tuple[records.Secret, ...]:
+def secrets_for(campaign: Campaign, library: tuple[tuple, frozenset] | None = None) -> tuple[records.Secret, ...]:
     """What each seat alone knows: the game master's whispers, newest
-    first, then the library's secrets (knowledge.selectors.seat_secrets)."""
+    first, then the library's secrets (knowledge.selectors.seat_secrets;
+    `library` is its stamp this turn, when read already)."""
     whispers = Whisper.objects.filter(campaign=campaign).values_list("seat_name", "text")
     return (
         *(records.Secret(seat=seat, text=text, origin="whisper") for seat, text in whispers),
-        *seat_secrets(campaign.pk),
+        *seat_secrets(campaign.pk, stamp=library),
     )
 
 
@@ -199,11 +202,15 @@ def _replayed_from(anchor, window: list[Action]) -> int:
     return window[0].depth if window else 0
 
 
-def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, player_text: str = ""):
+def query_inputs(
+    campaign: Campaign, *, position: Action | None, state: dict, player_text: str = "",
+    window: list[Action] | None = None,
+):
     """The retrieval query's inputs, as plain values: the state at the
     position, the newest lineage actions' texts (through `lineage`, so an
-    undone branch never reaches the query) and the persona's name."""
-    tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS)
+    undone branch never reaches the query; from the turn's `window` when it
+    holds them) and the persona's name."""
+    tail = lineage.tail(campaign.pk, position.pk if position else None, QUERY_ACTIONS, within=window)
     # Bounded to the query's token budget as a whole by knowledge.query.
     texts = [modelprose.text_for_model(a) for a in tail if a.in_story]
     return QueryInputs.build(
@@ -214,8 +221,11 @@ def query_inputs(campaign: Campaign, *, position: Action | None, state: dict, pl
     )
 
 
-def knowledge_for(campaign: Campaign, query, search: dict) -> records.KnowledgeResult:
-    """The campaign library's passages for this turn. Never fails the turn:
+def knowledge_for(
+    campaign: Campaign, query, search: dict, library: tuple[tuple, frozenset] | None = None
+) -> records.KnowledgeResult:
+    """The campaign library's passages for this turn (`library`: its stamp,
+    selectors.library_stamp, when read already). Never fails the turn:
     an endpoint failure is already a note on the result, and anything else
     is logged and reported as a note with nothing supplied."""
     # A savepoint only inside a transaction (a failed statement would poison
@@ -223,7 +233,7 @@ def knowledge_for(campaign: Campaign, query, search: dict) -> records.KnowledgeR
     guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
     try:
         with guard:
-            return retrieve(campaign_id=campaign.pk, query=query, **search)
+            return retrieve(campaign_id=campaign.pk, query=query, stamp=library, **search)
     except DatabaseError as exc:
         log.exception("Retrieval failed for campaign %s", campaign.pk)
         return records.KnowledgeResult(

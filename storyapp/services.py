@@ -153,9 +153,10 @@ def turn_submit(
     it, moves the head, and queues the narration once the transaction commits
     (see `turn_place`). Refused while a narration is in flight."""
     campaign = _locked(campaign)
-    _refuse_while_narrating(_head(campaign))
+    head = _head(campaign)
+    _refuse_while_narrating(head)
     refuse_over_reader_cap(campaign)
-    return turn_place(campaign=campaign, text=text, now=now, author=author, seat_name=seat_name)
+    return _place(campaign, head, text=text, now=now, author=author, seat_name=seat_name)
 
 
 @transaction.atomic
@@ -177,7 +178,15 @@ def turn_place(
     played).
     """
     campaign = _locked(campaign)
-    head = _head(campaign)
+    return _place(campaign, _head(campaign), text=text, now=now, author=author, seat_name=seat_name, stack=stack,
+                  narrate=narrate)
+
+
+def _place(
+    campaign: Campaign, head: Action | None, *, text: str, now: datetime, author=None, seat_name: str = "",
+    stack: bool = False, narrate: bool = True,
+) -> tuple[Action | None, Action | None]:
+    """`turn_place` on the campaign its caller locked, at the head it read."""
     text = text.strip()
     player = narration = None
     parent = head

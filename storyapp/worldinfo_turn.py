@@ -111,11 +111,14 @@ def world_info_for(
     narrating: Action | None = None,
     player_text: str = "",
     by_meaning: tuple = (),
+    library: tuple[tuple, frozenset] | None = None,
 ) -> TurnWorldInfo:
     """This turn's World Info, with no result when the campaign has no
     lorebook entries in an enabled, ready source. `by_meaning` are the
-    lorebook passages (chunk ids) the semantic path admitted."""
-    books, patterns = books_for(campaign.pk)
+    lorebook passages (chunk ids) the semantic path admitted; `library` the
+    library's stamp this turn (knowledge.selectors.library_stamp), when read
+    already."""
+    books, patterns = books_for(campaign.pk, stamp=library)
     if not books.entries:
         return TurnWorldInfo()
     passages = books.passages or {}

@@ -87,15 +87,17 @@ def retrieve(
     embedding_model: str = "",
     embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
+    stamp: tuple[tuple, frozenset] | None = None,
 ) -> KnowledgeResult:
     """The ranked, deduplicated passages this campaign's library offers for
     this turn. `embedding_model` names the vectors to search ("" for lexical
     only) and `embed_query` makes the query's, called only when the semantic
-    path can run; `query_vector` is one made already (the benchmark). Never
-    raises for an endpoint failure."""
+    path can run; `query_vector` is one made already (the benchmark);
+    `stamp` is the library's this turn (selectors.library_stamp), when the
+    caller read it already. Never raises for an endpoint failure."""
     return explain(
         campaign_id=campaign_id, query=query, embedding_model=embedding_model,
-        embed_query=embed_query, query_vector=query_vector,
+        embed_query=embed_query, query_vector=query_vector, stamp=stamp,
     ).result
 
 
@@ -111,6 +113,7 @@ def explain(
     embedding_model: str = "",
     embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
+    stamp: tuple[tuple, frozenset] | None = None,
 ) -> Retrieval:
     """`retrieve`, keeping its workings.
 
@@ -124,12 +127,13 @@ def explain(
     model = embedding_model.strip()
     floor = semantic_floor(model)
 
-    stamp = selectors.library_stamp(campaign_id)
+    stamp = stamp or selectors.library_stamp(campaign_id)
+    searchable = bool(stamp[1])
     rank_on: list[int] = []
     distinctive: set[int] = set()
     broad: set[int] = set()
     hits: list[lexical.LexicalHit] = []
-    if q.terms:
+    if q.terms and searchable:
         counts = termstats.profile_for(campaign_id, stamp[0])
         rank_on = termstats.rank_terms(q.terms, counts)
         distinctive = termstats.distinctive_terms(q.terms, counts)
@@ -140,11 +144,12 @@ def explain(
     )
 
     found = _found(semantic, hits)
-    always = _always_included(campaign_id)
+    # No source searchable: nothing to look up (a new or emptied library's turn).
+    always = _always_included(campaign_id) if searchable else []
     rows = {
         c.pk: c
         for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(set(found) | set(always)))
-    }
+    } if found or always else {}
     vectors = matrix.vectors_for(rows) if matrix is not None else {}
     if unit_query is not None:
         found = _with_cosines(found, vectors, unit_query)

@@ -66,7 +66,7 @@ def semantic_candidates(
         return [], "Nothing in the current scene to search on.", None, None
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
-        why = (
+        why = stamp[0][0] and (
             KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready)
             .exclude(error="").values_list("error", flat=True).first()
         )

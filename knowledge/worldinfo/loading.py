@@ -72,9 +72,10 @@ _cache: OrderedDict[tuple, tuple[tuple, Books, Patterns]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def books_for(campaign_id: int) -> tuple[Books, Patterns]:
-    """The campaign's searchable lorebooks and its compiled regex keys."""
-    stamp, searchable = selectors.library_stamp(campaign_id)
+def books_for(campaign_id: int, *, stamp: tuple[tuple, frozenset] | None = None) -> tuple[Books, Patterns]:
+    """The campaign's searchable lorebooks and its compiled regex keys;
+    `stamp` is the library's this turn, when the caller read it already."""
+    stamp, searchable = stamp or selectors.library_stamp(campaign_id)
     key = (connection.alias, str(connection.settings_dict.get("NAME")), campaign_id)
     with _lock:
         cached = _cache.get(key)
