@@ -46,8 +46,9 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client, TestCase, override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -126,6 +127,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, quick: bool, database_only: bool, json_file: str | None, only: str | None = None,
                instance: bool = False, **options):
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            raise CommandError("This database is not migrated yet: run `manage.py migrate`, then the bench.")
         self.quick = quick
         self.only = only
         self.database_only = database_only
