@@ -46,12 +46,14 @@ UPLOADS = Rate("uploads", "lore files uploaded", 3600, "nothing from this upload
 
 
 def _count(key: str, amount: int, timeout: int) -> int:
-    cache.add(key, 0, timeout)
+    """The window's count after adding `amount`: one increment once the
+    window has its key (every spend but its first), which is what a turn pays."""
     try:
         return cache.incr(key, amount)
-    except ValueError:  # the window's key expired between add and incr
-        cache.set(key, amount, timeout)
-        return amount
+    except ValueError:  # the window's first spend, or its key just expired
+        if cache.add(key, amount, timeout):
+            return amount
+        return cache.incr(key, amount)  # another process made it first
 
 
 def _window_text(seconds: int) -> str:
