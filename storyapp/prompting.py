@@ -19,7 +19,7 @@ from endpoints import samplers
 from endpoints import window as server_window
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EndpointProfile
-from knowledge.query import QUERY_ACTIONS, QueryInputs, assemble
+from knowledge.query import QUERY_ACTIONS, Query, QueryInputs, assemble
 from knowledge.retrieval import retrieve, semantic_floor
 from knowledge.selectors import library_stamp, seat_secrets
 
@@ -138,9 +138,11 @@ def turn_inputs(
     query = query_inputs(campaign, position=position, state=state, player_text=player_text, window=window)
     search = for_retrieval(profile)
     search["embed_query"] = recall.remembering(search["embed_query"])
-    # Read once for the turn's retrieval, lorebooks and secrets.
+    # Read once for the turn's retrieval, lorebooks and secrets; the query
+    # assembled once for lore and memories.
     library = library_stamp(campaign.pk) if with_knowledge else None
-    knowledge = knowledge_for(campaign, query, search, library) if with_knowledge else None
+    assembled = assemble(query) if with_knowledge else None
+    knowledge = knowledge_for(campaign, query, search, library, assembled) if with_knowledge else None
     lore = (
         worldinfo_turn.world_info_for(
             campaign, position=position, window=window, state=state, narrating=narrating,
@@ -163,7 +165,7 @@ def turn_inputs(
             if has_derived else None
         ),
         memories=(
-            memories_for(campaign, query, search, lineage_ids=lineage_ids,
+            memories_for(campaign, assembled, search, lineage_ids=lineage_ids,
                          before_depth=_replayed_from(anchor, window))
             if has_derived and with_knowledge else ()
         ),
@@ -222,10 +224,12 @@ def query_inputs(
 
 
 def knowledge_for(
-    campaign: Campaign, query, search: dict, library: tuple[tuple, frozenset] | None = None
+    campaign: Campaign, query, search: dict, library: tuple[tuple, frozenset] | None = None,
+    assembled: Query | None = None,
 ) -> records.KnowledgeResult:
     """The campaign library's passages for this turn (`library`: its stamp,
-    selectors.library_stamp, when read already). Never fails the turn:
+    selectors.library_stamp, and `assembled` the query assembled, when the
+    turn has them already). Never fails the turn:
     an endpoint failure is already a note on the result, and anything else
     is logged and reported as a note with nothing supplied."""
     # A savepoint only inside a transaction (a failed statement would poison
@@ -233,7 +237,7 @@ def knowledge_for(
     guard = transaction.atomic() if connection.in_atomic_block else nullcontext()
     try:
         with guard:
-            return retrieve(campaign_id=campaign.pk, query=query, stamp=library, **search)
+            return retrieve(campaign_id=campaign.pk, query=query, stamp=library, assembled=assembled, **search)
     except DatabaseError as exc:
         log.exception("Retrieval failed for campaign %s", campaign.pk)
         return records.KnowledgeResult(
@@ -241,11 +245,10 @@ def knowledge_for(
         )
 
 
-def memories_for(campaign: Campaign, query, search: dict, *, lineage_ids, before_depth: int):
-    """This lineage's memories for the turn, searched with lore's query and
-    query vector (made once: `recall.remembering`). Like lore, never fails
-    the turn."""
-    assembled = assemble(query)
+def memories_for(campaign: Campaign, assembled: Query, search: dict, *, lineage_ids, before_depth: int):
+    """This lineage's memories for the turn, searched with lore's assembled
+    query and query vector (made once: `recall.remembering`). Like lore,
+    never fails the turn."""
     vector = None
     if search["embed_query"] is not None and assembled.semantic_text.strip():
         vector, _ = search["embed_query"](assembled.semantic_text)

@@ -88,16 +88,18 @@ def retrieve(
     embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
     stamp: tuple[tuple, frozenset] | None = None,
+    assembled: Query | None = None,
 ) -> KnowledgeResult:
     """The ranked, deduplicated passages this campaign's library offers for
     this turn. `embedding_model` names the vectors to search ("" for lexical
     only) and `embed_query` makes the query's, called only when the semantic
     path can run; `query_vector` is one made already (the benchmark);
-    `stamp` is the library's this turn (selectors.library_stamp), when the
-    caller read it already. Never raises for an endpoint failure."""
+    `stamp` is the library's this turn (selectors.library_stamp) and
+    `assembled` the query assembled from `query`, when the caller has them
+    already. Never raises for an endpoint failure."""
     return explain(
         campaign_id=campaign_id, query=query, embedding_model=embedding_model,
-        embed_query=embed_query, query_vector=query_vector, stamp=stamp,
+        embed_query=embed_query, query_vector=query_vector, stamp=stamp, assembled=assembled,
     ).result
 
 
@@ -114,6 +116,7 @@ def explain(
     embed_query: EmbedQuery | None = None,
     query_vector: np.ndarray | None = None,
     stamp: tuple[tuple, frozenset] | None = None,
+    assembled: Query | None = None,
 ) -> Retrieval:
     """`retrieve`, keeping its workings.
 
@@ -123,7 +126,7 @@ def explain(
     3. Hand them to knowledge.ranking as plain records.
     4. Turn its decisions back into passages, rejections and report lines.
     """
-    q = assemble(query)
+    q = assembled or assemble(query)
     model = embedding_model.strip()
     floor = semantic_floor(model)
 
