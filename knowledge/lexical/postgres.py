@@ -157,9 +157,15 @@ def _evidence(cursor, ids: list[int], terms: list[tuple[int, str]]) -> dict[int,
     )
     # A term of stop words only has no lexemes and, as a tsquery, matches nothing.
     wanted = [(i, frozenset(lexemes)) for i, lexemes in cursor.fetchall() if lexemes]
-    cursor.execute("SELECT id, tsvector_to_array(search) FROM knowledge_knowledgechunk WHERE id = ANY(%s)", [ids])
+    # One string per row, split here: the parser never puts white space in a
+    # lexeme, and read as 200 arrays of a hundred strings the rows cost 2 ms
+    # more a turn (9.6 against 7.5 ms at 100,000 passages in a 1M instance).
+    cursor.execute(
+        "SELECT id, array_to_string(tsvector_to_array(search), ' ') FROM knowledge_knowledgechunk WHERE id = ANY(%s)",
+        [ids],
+    )
     matched = {}
     for chunk_id, lexemes in cursor.fetchall():
-        held = frozenset(lexemes)
+        held = frozenset(lexemes.split(" ")) if lexemes else frozenset()
         matched[chunk_id] = frozenset(i for i, needed in wanted if needed <= held)
     return matched
