@@ -150,8 +150,8 @@ def library_stamp(campaign_id: int) -> tuple[tuple, frozenset]:
     clock). Enabled and index state are not in the stamp: they are the mask,
     read fresh every turn.
     """
-    # One statement for both, on every turn: a campaign has tens of sources,
-    # not thousands.
+    # One statement for both, on every turn: the searchable ids are read
+    # anyway, and the stamp is summed from the same rows.
     rows = list(
         KnowledgeSource.objects.filter(campaign_id=campaign_id).order_by()
         .values_list("pk", "revision", "enabled", "index_state", "secret_seat")

@@ -40,8 +40,8 @@ import subprocess
 import sys
 import time
 import uuid
-from unittest import mock
 from dataclasses import asdict, dataclass
+from unittest import mock
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
