@@ -45,6 +45,10 @@ TURNS = Rate("turns", "turns", 60, "nothing you typed is lost")
 UPLOADS = Rate("uploads", "lore files uploaded", 3600, "nothing from this upload was stored")
 
 
+#: The time rates are counted by: a window is a whole minute (or hour) of it.
+clock = time.time
+
+
 def _count(key: str, amount: int, timeout: int) -> int:
     """The window's count after adding `amount`: one increment once the
     window has its key (every spend but its first), which is what a turn pays."""
@@ -63,7 +67,7 @@ def _window_text(seconds: int) -> str:
 def spend(rate: Rate, reader_id: int, amount: int = 1, *, now: float | None = None) -> None:
     """Counts `amount` against the reader's rate in this window, or raises
     OverQuota (counting nothing) when it would go over."""
-    now = time.time() if now is None else now
+    now = clock() if now is None else now
     window = int(now // rate.window_seconds)
     key = f"quota:{rate.name}:{reader_id}:{window}"
     try:

@@ -13,6 +13,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
+import quotas
 from knowledge import services as knowledge_services
 from knowledge.worldinfo import loading as worldinfo_loading
 from storyapp import services
@@ -77,6 +78,13 @@ def fresh_lorebooks():
     worldinfo_loading.clear()
     yield
     worldinfo_loading.clear()
+
+
+@pytest.fixture
+def one_quota_window(monkeypatch):
+    """Readers' rates counted in the middle of one window: two requests
+    either side of a minute's end would each be the first of their own."""
+    monkeypatch.setattr(quotas, "clock", lambda: 1_800_000_030.0)
 
 
 @pytest.fixture(autouse=True)

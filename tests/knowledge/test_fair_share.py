@@ -102,7 +102,7 @@ def test_a_job_waiting_for_its_retry_is_not_taken_for_lost(alice, lexical_profil
     assert services.jobs_resend_lost(now=timezone.now() + policy.STALE_AFTER * 2) == []
 
 
-def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaign, settings):
+def test_uploads_over_the_readers_rate_get_429_and_store_nothing(reader, campaign, settings, one_quota_window):
     settings.LOREMASTER_READER_RATES = {**settings.LOREMASTER_READER_RATES, "uploads": 2}
     assert post_files(reader, campaign, md("a.md", "# A\n\nAlpha.")).status_code == 200
     response = post_files(reader, campaign, md("b.md", "# B\n\nBeta."), md("c.md", "# C\n\nGamma."))

@@ -13,7 +13,7 @@ from tests.factories import CampaignFactory
 
 
 @pytest.fixture
-def rates(settings):
+def rates(settings, one_quota_window):
     settings.LOREMASTER_READER_RATES = {"turns": 1, "uploads": 2}
     return settings.LOREMASTER_READER_RATES
 

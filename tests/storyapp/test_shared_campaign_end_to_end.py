@@ -377,7 +377,7 @@ def test_the_game_masters_narration_cap_holds_in_a_shared_campaign_counting_it_o
     assert [a.status for a in _narrations(campaign)] == [Action.Status.DONE] * 2
 
 
-def test_each_players_turn_quota_is_their_own(campaign, table, send, model, settings):
+def test_each_players_turn_quota_is_their_own(campaign, table, send, model, settings, one_quota_window):
     settings.LOREMASTER_READER_RATES = {**settings.LOREMASTER_READER_RATES, "turns": 1}
     model.script({"reply": "The door opens." + QUIET}, {"reply": "Tobin follows." + QUIET})
     send(table["mara"], "I open the door.")
