@@ -33,6 +33,7 @@ from django.db import DatabaseError, connection, transaction
 from endpoints.embeddings import DTYPE
 
 from .models import KnowledgeEmbedding
+from .plannerscope import planner_settings
 
 TABLE = "knowledge_chunkvector"
 #: The widths whose index the migration builds; another is indexed when its
@@ -250,9 +251,7 @@ class Library:
             return []
         unit = np.asarray(query, dtype=DTYPE) / norm
         width = int(self.dimensions)
-        with transaction.atomic(), connection.cursor() as cursor:
-            if self.size > EXACT_UP_TO:
-                cursor.execute(APPROXIMATE)
+        with planner_settings(APPROXIMATE if self.size > EXACT_UP_TO else "") as cursor:
             cursor.execute(
                 f"""
                 SELECT chunk_id FROM {TABLE}

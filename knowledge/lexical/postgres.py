@@ -6,6 +6,7 @@ import json
 
 from django.db import DatabaseError, connection, transaction
 
+from ..plannerscope import planner_settings
 from . import LexicalHit
 
 CONFIG = "english"
@@ -79,8 +80,7 @@ def search(
     source state filtered in the same query, top `limit`. 2. For those rows
     only, test each of all the `terms` on its own."""
     sql, params = _ranking_query(campaign_id, ranking, limit)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(INDEX_ONLY)
+    with planner_settings(INDEX_ONLY) as cursor:
         cursor.execute(sql, params)
         ranked = cursor.fetchall()
         if not ranked:
@@ -98,8 +98,8 @@ def search(
 #: the campaign's 2,000 sources, each scanning the campaign index
 #: (5.8-6.4 s); a 1,000-passage campaign read its rows through the campaign
 #: index. Bitmap scans stay allowed, so the campaign index can still be
-#: intersected with the GIN index's matches. Only this transaction's query
-#: is affected.
+#: intersected with the GIN index's matches. Only this query is affected
+#: (knowledge.plannerscope).
 INDEX_ONLY = "SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off"
 
 
@@ -134,8 +134,7 @@ def explain(*, campaign_id: int, ranking: list[tuple[int, str]], limit: int, ana
     """The plan of `search`'s ranking query, as PostgreSQL's EXPLAIN
     (FORMAT JSON) gives it, under the same settings."""
     sql, params = _ranking_query(campaign_id, ranking, limit)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(INDEX_ONLY)
+    with planner_settings(INDEX_ONLY) as cursor:
         cursor.execute(f"EXPLAIN (FORMAT JSON{', ANALYZE' if analyze else ''}) {sql}", params)
         plan = cursor.fetchone()[0]
     return (plan if isinstance(plan, list) else json.loads(plan))[0]

@@ -75,3 +75,20 @@ def test_a_large_and_a_small_campaign_search_through_the_gin_index_before_and_af
     hits = lexical.search(campaign_id=small.pk, terms=words, limit=40)
     own = set(KnowledgeChunk.objects.filter(campaign=small).values_list("pk", flat=True))
     assert hits and {h.chunk_id for h in hits} <= own
+
+
+def _setting(name):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SHOW {name}")
+        return cursor.fetchone()[0]
+
+
+def test_a_search_inside_a_transaction_leaves_the_planner_as_it_was(db):
+    """The test's own transaction is the caller's: its later statements must
+    not be planned with the search's scans switched off."""
+    campaign = CampaignFactory()
+    source = KnowledgeSourceFactory(campaign=campaign, index_state=KnowledgeSource.IndexState.READY)
+    lexical.insert(rows=[(source.pk, campaign.pk, 0, "Lore", "The salt road runs to the sea.", 8)])
+    assert lexical.search(campaign_id=campaign.pk, terms=["salt"], limit=5)
+    postgres.explain(campaign_id=campaign.pk, ranking=[(0, "salt")], limit=5)
+    assert (_setting("enable_seqscan"), _setting("enable_indexscan")) == ("on", "on")
