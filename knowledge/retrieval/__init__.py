@@ -147,12 +147,13 @@ def explain(
     )
 
     found = _found(semantic, hits)
-    # No source searchable: nothing to look up (a new or emptied library's turn).
+    # No source searchable: nothing to look up (a new or emptied library's turn;
+    # no ids then make no statement for the rows either).
     always = _always_included(campaign_id) if searchable else []
     rows = {
         c.pk: c
         for c in selectors.searchable_chunks(campaign_id=campaign_id, chunk_ids=sorted(set(found) | set(always)))
-    } if found or always else {}
+    }
     vectors = matrix.vectors_for(rows) if matrix is not None else {}
     if unit_query is not None:
         found = _with_cosines(found, vectors, unit_query)

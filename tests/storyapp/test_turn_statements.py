@@ -8,6 +8,7 @@ accident.
 """
 
 import time
+
 from django.db import connection
 from django.utils import timezone
 
