@@ -92,3 +92,32 @@ def test_a_search_inside_a_transaction_leaves_the_planner_as_it_was(db):
     assert lexical.search(campaign_id=campaign.pk, terms=["salt"], limit=5)
     postgres.explain(campaign_id=campaign.pk, ranking=[(0, "salt")], limit=5)
     assert (_setting("enable_seqscan"), _setting("enable_indexscan")) == ("on", "on")
+
+
+def _out_of_line_values(table):
+    """How many values of `table` are stored in its TOAST table."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = %s::regclass", [table])
+        toast = cursor.fetchone()[0]
+        cursor.execute(f"SELECT count(DISTINCT chunk_id) FROM {toast}")
+        return cursor.fetchone()[0]
+
+
+def test_a_long_passage_keeps_its_search_vector_in_its_row_and_moves_its_text_out(db):
+    """Ranking reads every match's vector: out of line each one cost a TOAST
+    lookup (knowledge migration 0016)."""
+    rng = np.random.default_rng(3)
+    vocabulary = _vocabulary(rng, 3000)
+    campaign = CampaignFactory()
+    source = KnowledgeSourceFactory(campaign=campaign, index_state=KnowledgeSource.IndexState.READY)
+    before = _out_of_line_values("knowledge_knowledgechunk")
+    text = " ".join(rng.choice(vocabulary, size=500))
+    lexical.insert(rows=[(source.pk, campaign.pk, 0, "Lore", text, 700)])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_size(text), pg_column_size(search) FROM knowledge_knowledgechunk "
+                       "WHERE source_id = %s", [source.pk])
+        text_size, vector_size = cursor.fetchone()
+    assert text_size + vector_size > 2500  # too long for one row of 2 kB: one value must move
+    assert _out_of_line_values("knowledge_knowledgechunk") == before + 1  # the text alone
+    hits = lexical.search(campaign_id=campaign.pk, terms=[text.split()[0]], limit=5)
+    assert [h.chunk_id for h in hits] == list(KnowledgeChunk.objects.filter(source=source).values_list("pk", flat=True))
