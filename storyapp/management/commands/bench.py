@@ -130,6 +130,7 @@ class Command(BaseCommand):
         executor = MigrationExecutor(connection)
         if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             raise CommandError("This database is not migrated yet: run `manage.py migrate`, then the bench.")
+        self._vacuum()
         self.quick = quick
         self.only = only
         self.database_only = database_only
@@ -444,6 +445,17 @@ class Command(BaseCommand):
         client = Client()
         client.force_login(self.owner)
         return client
+
+    def _vacuum(self) -> None:
+        """On PostgreSQL, the passage tables cleared of what earlier runs
+        wrote and rolled back: their dead rows stay in the GIN index until a
+        vacuum (an empty table's 413 MB index made a 1,000-passage search
+        take 710 ms instead of 25)."""
+        if connection.vendor != "postgresql":
+            return
+        with connection.cursor() as cursor:
+            for table in ("knowledge_knowledgechunk", "knowledge_knowledgeembedding"):
+                cursor.execute(f"VACUUM {table}")
 
     def _analyze(self) -> None:
         """Fresh planner statistics for rows written a moment ago (a live
