@@ -45,8 +45,9 @@ def _head(campaign: Campaign) -> Action | None:
 def _move_head(campaign: Campaign, action: Action | None, *, now: datetime) -> None:
     campaign.head = action
     campaign.save(update_fields=["head", "updated"])
-    if action is not None:
+    if action is not None and action.visited != now:  # `_append` stamps a new action already
         Action.objects.filter(pk=action.pk).update(visited=now)
+        action.visited = now
 
 
 def _append(campaign: Campaign, parent: Action | None, *, kind: str, text: str,

@@ -16,8 +16,8 @@ from storyapp import services
 
 
 #: The turn's transaction: the locked campaign, its head, the reader's
-#: narrations in flight, the two actions, the head moved and visited.
-SUBMIT_STATEMENTS = 7
+#: narrations in flight, the two actions (stamped visited), the head moved.
+SUBMIT_STATEMENTS = 6
 #: The narration until its request reaches the model, in a story with derived
 #: work (a memory of the first narration) and an empty library: the claim and
 #: the action, the window, the cast, the last prompt's anchor, derived work's
