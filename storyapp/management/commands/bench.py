@@ -59,6 +59,7 @@ from demomodel import DemoModelServer
 from endpoints import localembed
 from endpoints.embeddings import for_retrieval
 from endpoints.models import EmbeddingCalibration, EndpointProfile
+from knowledge import pgvector
 from knowledge import services as knowledge_services
 from knowledge.benchdata import SyntheticLibrary, regex_key_turns
 from knowledge.management.commands.bench_import import generated_markdown
@@ -453,8 +454,9 @@ class Command(BaseCommand):
         take 710 ms instead of 25)."""
         if connection.vendor != "postgresql":
             return
+        tables = ["knowledge_knowledgechunk", "knowledge_knowledgeembedding"] + ([pgvector.TABLE] if pgvector.enabled() else [])
         with connection.cursor() as cursor:
-            for table in ("knowledge_knowledgechunk", "knowledge_knowledgeembedding"):
+            for table in tables:
                 cursor.execute(f"VACUUM {table}")
 
     def _analyze(self) -> None:
