@@ -106,7 +106,13 @@ INDEX_ONLY = "SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off"
 def _ranking_query(campaign_id: int, ranking: list[tuple[int, str]], limit: int) -> tuple[str, list]:
     """The matches ranked in a materialized step of their own, then filtered
     to the searchable sources: joined in one step, the planner drove the
-    search from the source rows (one index scan per source)."""
+    search from the source rows (one index scan per source).
+
+    The campaign id is cast to the column's type: btree_gin's operator class
+    knows bigint = bigint only, so compared with an integer the campaign was
+    tested row by row at the heap or through a second bitmap, never inside
+    the GIN index (in a 1M-passage instance the two bitmaps cost 17-20 ms, the
+    GIN index with the campaign in it 1.8 ms)."""
     any_term = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(ranking))
     params: list = []
     for _, term in ranking:
@@ -116,7 +122,7 @@ def _ranking_query(campaign_id: int, ranking: list[tuple[int, str]], limit: int)
         matches AS MATERIALIZED (
             SELECT c.id, c.source_id, ts_rank(c.search, q.query) AS score
             FROM knowledge_knowledgechunk c, q
-            WHERE c.campaign_id = %s AND c.search @@ q.query
+            WHERE c.campaign_id = %s::bigint AND c.search @@ q.query
         )
         SELECT m.id, m.score
         FROM matches m

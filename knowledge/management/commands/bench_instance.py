@@ -110,14 +110,18 @@ class Command(BaseCommand):
             build_env = {**env, "LOREMASTER_PGVECTOR": "on"}
             built = {**wanted, **self._run(build_env, "build", campaigns=campaigns, passages=passages)}
             marker.write_text(json.dumps(built))
-        label = f"{engine}{' + pgvector' if engine == 'postgresql' and pgvector == 'on' else ''}"
+        # Asked for and in the database: a PostgreSQL without the extension serves the numpy path.
+        with_pgvector = engine == "postgresql" and pgvector == "on" and built.get("pgvector", False)
+        label = engine + (" + pgvector" if with_pgvector else "")
+        if engine == "postgresql" and pgvector == "on" and not with_pgvector:
+            label += " (no pgvector in this database: the numpy path)"
         self.stdout.write(
             f"Instance on {label}: {campaigns} campaigns x {passages:,} passages "
             f"({campaigns * passages:,}), built in {built['build_seconds']:.0f} s"
             f"{' (kept from an earlier run)' if reused else ''}; "
             f"database on disk {built['database_mb'] if engine == 'sqlite' else self._size(name):,.0f} MB"
         )
-        if engine == "sqlite" or pgvector == "off":
+        if not with_pgvector:
             # The mapped files are a cache a worker writes at each swap; where
             # they are missing (a wiped var, another machine), the first
             # reader rebuilds them from the database, once.
@@ -200,7 +204,8 @@ class Command(BaseCommand):
         size = 0.0
         if connection.vendor == "sqlite":
             size = Path(connection.settings_dict["NAME"]).stat().st_size / 1e6
-        return {"campaign_ids": ids, "build_seconds": time.perf_counter() - started, "database_mb": size}
+        return {"campaign_ids": ids, "build_seconds": time.perf_counter() - started, "database_mb": size,
+                "pgvector": pgvector.enabled()}
 
     def _child_turns(self, *, campaign, turns, **_) -> dict:
         begun = time.perf_counter()
