@@ -95,7 +95,13 @@ class KnowledgeSource(models.Model):
                 violation_error_message="Only Canon sources can be always included.",
             ),
         ]
-        indexes = [models.Index(fields=["campaign", "index_state", "enabled"])]
+        indexes = [
+            models.Index(fields=["campaign", "index_state", "enabled"]),
+            # Every turn asks for the always-included sources, which most
+            # libraries have none of: read through the campaign index, a
+            # 2,000-source library's rows were each read and dropped (1.6 ms).
+            models.Index(fields=["campaign"], condition=Q(always_include=True), name="knowledge_source_always"),
+        ]
 
     def __str__(self) -> str:
         return self.title
