@@ -83,9 +83,10 @@ def test_a_large_and_a_small_campaign_search_through_the_gin_index_before_and_af
 
     if _campaign_in_the_gin_index():  # btree_gin: the campaign is matched inside the index, not row by row
         for campaign in (large, small):
-            [gin] = [n for n in _chunk_nodes(campaign, words) if n.get("Index Name") == postgres.INDEX_NAME]
+            nodes = _chunk_nodes(campaign, words)
+            [gin] = [n for n in nodes if n.get("Index Name") == postgres.INDEX_NAME]
             assert "campaign_id" in gin["Index Cond"], gin
-            assert all(n.get("Index Name") != "knowledge_chunk_campaign" for n in _chunk_nodes(campaign, words))
+            assert all(n.get("Index Name") != "knowledge_chunk_campaign" for n in nodes)
 
     hits = lexical.search(campaign_id=small.pk, terms=words, limit=40)
     own = set(KnowledgeChunk.objects.filter(campaign=small).values_list("pk", flat=True))

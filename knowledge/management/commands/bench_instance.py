@@ -111,9 +111,10 @@ class Command(BaseCommand):
             built = {**wanted, **self._run(build_env, "build", campaigns=campaigns, passages=passages)}
             marker.write_text(json.dumps(built))
         # Asked for and in the database: a PostgreSQL without the extension serves the numpy path.
-        with_pgvector = engine == "postgresql" and pgvector == "on" and built.get("pgvector", False)
+        asked = engine == "postgresql" and pgvector == "on"
+        with_pgvector = asked and built.get("pgvector", False)
         label = engine + (" + pgvector" if with_pgvector else "")
-        if engine == "postgresql" and pgvector == "on" and not with_pgvector:
+        if asked and not with_pgvector:
             label += " (no pgvector in this database: the numpy path)"
         self.stdout.write(
             f"Instance on {label}: {campaigns} campaigns x {passages:,} passages "
