@@ -132,6 +132,8 @@ def explain(
 
     stamp = stamp or selectors.library_stamp(campaign_id)
     searchable = bool(stamp[1])
+    # Started first: the query's embedding and cosines run while the lexical search waits on the database.
+    semantic_search = library.semantic_started(campaign_id, embed_query, model, floor, q, query_vector, stamp)
     rank_on: list[int] = []
     distinctive: set[int] = set()
     broad: set[int] = set()
@@ -142,9 +144,7 @@ def explain(
         distinctive = termstats.distinctive_terms(q.terms, counts)
         broad = termstats.broad_terms(q.terms, counts)
         hits = lexical.search(campaign_id=campaign_id, terms=q.terms, rank_on=rank_on, limit=LEXICAL_CANDIDATES)
-    semantic, note, matrix, unit_query = library.semantic_candidates(
-        campaign_id, embed_query, model, floor, q, query_vector, stamp
-    )
+    semantic, note, matrix, unit_query = semantic_search()
 
     found = _found(semantic, hits)
     # No source searchable: nothing to look up (a new or emptied library's turn;

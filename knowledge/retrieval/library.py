@@ -24,6 +24,7 @@ from .. import pgvector, segments, selectors
 from ..models import KnowledgeSource
 from ..query import Query
 from ..query.vocabulary import words
+from .beside import beside
 
 
 SEMANTIC_CANDIDATES = 40
@@ -38,7 +39,12 @@ Ready = KnowledgeSource.IndexState.READY
 EmbedQuery = Callable[[str], tuple["np.ndarray | None", str]]
 
 
-def semantic_candidates(
+#: The semantic path's answer: its candidates, why there are none (or ""),
+#: the library and the query's unit vector.
+Outcome = tuple[list[tuple[int, float]], str, "Library | pgvector.Library | None", "np.ndarray | None"]
+
+
+def semantic_started(
     campaign_id: int,
     embed_query: EmbedQuery | None,
     model: str,
@@ -46,51 +52,88 @@ def semantic_candidates(
     q: Query,
     query_vector: np.ndarray | None,
     stamp: tuple[tuple, frozenset],
-) -> tuple[list[tuple[int, float]], str, Library | pgvector.Library | None, np.ndarray | None]:
-    """Top cosine candidates over the whole library, the library and the
-    query's unit vector; or none of them and the reason."""
-    if not model:
-        return [], "No embedding model is configured for this campaign's endpoint, so retrieval is lexical only.", None, None
-    if localembed.is_local(model) and (absent := localembed.missing(model)):
-        return [], absent, None, None
-    if floor is None:
-        # Cosine scales differ between models: borrowing another model's floor
-        # is how a model that scores unrelated text higher readmits everything.
-        calibrated = calibration.calibrated_models()
-        return [], (
-            f"The embedding model “{model}” has no measured relevance floor, so semantic retrieval is "
-            f"disabled and retrieval is lexical only. Run `manage.py calibrate_embeddings --model {model}`. "
-            f"Calibrated models: {', '.join(calibrated) or 'none'}."
-        ), None, None
-    if not words(q.semantic_text):
-        return [], "Nothing in the current scene to search on.", None, None
+) -> Callable[[], Outcome]:
+    """The top cosine candidates over the whole library, the library and
+    the query's unit vector, or none of them and the reason. Begun here:
+    the database half at once (the checks, the library by its stamp), the
+    query's embedding and the mapped library's cosines beside the caller's
+    own queries (knowledge.retrieval.beside); the call returned waits for
+    them. On pgvector the nearest are a query, asked by the caller's thread."""
+    note = _unavailable(model, floor, q)
+    if note:
+        return lambda: ([], note, None, None)
     library = library_for(campaign_id, model, stamp=stamp)
     if library.size == 0:
         why = stamp[0][0] and (
             KnowledgeSource.objects.filter(campaign_id=campaign_id, enabled=True, index_state=Ready)
             .exclude(error="").values_list("error", flat=True).first()
         )
-        return [], (
+        note = (
             f"No passage has been embedded with “{model}” yet, so retrieval is lexical only."
             + (f" {why}" if why else "")
-        ), None, None
+        )
+        return lambda: ([], note, None, None)
+    if query_vector is None and embed_query is None:
+        return lambda: ([], "No query embedder was given, so retrieval is lexical only this turn.", None, None)
+    mapped = isinstance(library, Library)
+
+    def vector_and_cosines():
+        unit, failure = _unit_query(library, model, embed_query, q, query_vector)
+        if unit is None:
+            return [], failure, None, None
+        return (library.top(unit, SEMANTIC_CANDIDATES) if mapped else None), "", library, unit
+
+    waiting = beside(vector_and_cosines)
+
+    def finished() -> Outcome:
+        found, failure, searched, unit = waiting()
+        if found is None:
+            found = searched.top(unit, SEMANTIC_CANDIDATES)
+        return found, failure, searched, unit
+
+    return finished
+
+
+def _unavailable(model: str, floor: float | None, q: Query) -> str:
+    """Why the semantic path cannot run this turn before any vector is
+    read, or ""."""
+    if not model:
+        return "No embedding model is configured for this campaign's endpoint, so retrieval is lexical only."
+    if localembed.is_local(model) and (absent := localembed.missing(model)):
+        return absent
+    if floor is None:
+        # Cosine scales differ between models: borrowing another model's floor
+        # is how a model that scores unrelated text higher readmits everything.
+        calibrated = calibration.calibrated_models()
+        return (
+            f"The embedding model “{model}” has no measured relevance floor, so semantic retrieval is "
+            f"disabled and retrieval is lexical only. Run `manage.py calibrate_embeddings --model {model}`. "
+            f"Calibrated models: {', '.join(calibrated) or 'none'}."
+        )
+    if not words(q.semantic_text):
+        return "Nothing in the current scene to search on."
+    return ""
+
+
+def _unit_query(
+    library, model: str, embed_query: EmbedQuery | None, q: Query, query_vector
+) -> tuple[np.ndarray | None, str]:
+    """The query's unit vector, embedded when none was given, or None and
+    why. Runs beside the turn's queries: no database here."""
     if query_vector is None:
-        if embed_query is None:
-            return [], "No query embedder was given, so retrieval is lexical only this turn.", None, None
         query_vector, failure = embed_query(q.semantic_text)
         if query_vector is None:
-            return [], f"Semantic retrieval unavailable this turn: {failure}", None, None
+            return None, f"Semantic retrieval unavailable this turn: {failure}"
     query_vector = np.asarray(query_vector, dtype=DTYPE)
     if query_vector.shape != (library.dimensions,):
-        return [], (
+        return None, (
             f"The query vector has {query_vector.size} dimensions and the library's “{model}” vectors "
             f"{library.dimensions}; semantic retrieval skipped this turn."
-        ), None, None
+        )
     norm = float(np.linalg.norm(query_vector))
     if norm == 0:
-        return [], "The query vector is all zeros; semantic retrieval skipped this turn.", None, None
-    unit = query_vector / norm
-    return library.top(unit, SEMANTIC_CANDIDATES), "", library, unit
+        return None, "The query vector is all zeros; semantic retrieval skipped this turn."
+    return query_vector / norm, ""
 
 
 @dataclass
