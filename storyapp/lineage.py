@@ -46,8 +46,18 @@ WITH RECURSIVE chain(id, covered) AS (
     FROM {table} a JOIN chain ON a.id = chain.id JOIN {table} p ON p.id = a.parent_id
     WHERE chain.covered < %s
 )
-SELECT a.* FROM {table} a JOIN chain ON a.id = chain.id ORDER BY a.depth
+SELECT {columns} FROM {table} a JOIN chain ON a.id = chain.id ORDER BY a.depth
 """
+
+#: What a prompt reads of its history's actions (storyapp.prompting,
+#: modelprose, World Info's scan): the rest is left deferred. Their state,
+#: timers and times are a few JSON documents and dates to decode per row,
+#: most of the work of reading a long window, and the turn reads the
+#: state and timers from its position alone.
+PROMPT_COLUMNS = (
+    "id", "campaign_id", "parent_id", "depth", "kind", "text", "token_count", "status", "seat_name", "author_id",
+    "state_rejections",
+)
 
 
 def window_covering(campaign_id: int, head_id: int | None, tokens: int) -> list[Action]:
@@ -57,11 +67,12 @@ def window_covering(campaign_id: int, head_id: int | None, tokens: int) -> list[
     The prompt builder can use no more history than its budget, so a window
     that already holds a budget's worth of tokens is provably enough. One
     statement: the walk adds each step's tokens and stops once they cover
-    the budget, so no action past it is read.
+    the budget, so no action past it is read. Only PROMPT_COLUMNS are
+    read; another field of these actions costs a query of its own.
     """
     if head_id is None or tokens <= 0:
         return []
-    sql = _COVERING_SQL.format(table=Action._meta.db_table)
+    sql = _COVERING_SQL.format(table=Action._meta.db_table, columns=", ".join(f"a.{c}" for c in PROMPT_COLUMNS))
     return list(Action.objects.raw(sql, [head_id, campaign_id, tokens]))
 
 
