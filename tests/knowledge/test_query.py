@@ -132,3 +132,21 @@ def test_one_distinctive_term_carrying_the_query_admits():
 def test_the_standing_groups_are_the_persona_and_each_entity():
     groups = query.standing_groups(STATE, "Mara Venn")
     assert groups == (frozenset({"mara", "venn"}), frozenset({"aldric", "harbourmaster"}))
+
+
+@pytest.mark.parametrize(
+    ("heading", "text"),
+    [
+        ("Westhaven > The Harbour", "The harbourmaster's ledgers (1,204 of them) lie_under the quay; Aldric-Vane said so."),
+        ("", "Tides: HIGH at 06:40, low at 12:55... e-mail the_keeper@lighthouse.example!"),
+        ("Kelderhaven", "Smugglers’ coves — “the Tideseal” — and the café on Rue d’Été."),
+        ("", "naïve façade, Ünterberg's ørsted tables and 北港 harbour"),
+        ("", ""),
+    ],
+)
+def test_a_passages_word_keys_are_the_word_expressions_whatever_its_alphabet(heading, text):
+    """ASCII text takes a faster path; it must find exactly the words the
+    expression finds, stop words and short words dropped alike."""
+    expected = {vocabulary._word_key(w) for w in vocabulary.WORD.findall(f"{heading} {text}".lower())} - {None}
+    assert vocabulary.passage_keys(heading, text) == expected
+    assert vocabulary.passage_keys(heading, text) == expected, "the second call answers from the cache alike"
