@@ -5,6 +5,7 @@ that weighs them is knowledge.ranking's, which this module calls."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from functools import lru_cache
 
 from ..ranking.admission import lexical_verdict
 from ..ranking.records import Term
@@ -50,7 +51,14 @@ def matched_terms(terms: Sequence[str], text: str, heading_path: str = "") -> fr
     a lore passage's short-term matches are confirmed, and how a memory,
     which has no lexical index, is matched at all."""
     held = passage_keys(heading_path, text)
-    return frozenset(i for i, term in enumerate(terms) if stem(term) in held)
+    return frozenset(i for i, key in enumerate(_stems(tuple(terms))) if key in held)
+
+
+@lru_cache(maxsize=256)
+def _stems(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The terms' stems, made once per query: a turn matches its terms
+    against 80 passages and more."""
+    return tuple(stem(term) for term in terms)
 
 
 def lexical_admits(
