@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 import quotas
+from knowledge import retrieval
 from knowledge import services as knowledge_services
 from knowledge.worldinfo import loading as worldinfo_loading
 from storyapp import services
@@ -134,6 +135,14 @@ def play(campaign, django_capture_on_commit_callbacks):
         return player, narration
 
     return submit
+
+
+@pytest.fixture
+def fresh_retrieval_cache():
+    """No library matrix or term profile cached from another test, before or after."""
+    retrieval.clear_cache()
+    yield
+    retrieval.clear_cache()
 
 
 @pytest.fixture

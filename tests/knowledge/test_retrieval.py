@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from endpoints.embeddings import for_retrieval
-from knowledge import retrieval, services
+from knowledge import services
 from knowledge.query import QueryInputs
 from knowledge.retrieval import retrieve
 from knowledge.retrieval.library import library_for
@@ -16,11 +16,7 @@ from tests.factories import CampaignFactory
 from tests.knowledge.lore import DRAGONS, HIDDEN_KEY, SCENE, WESTHAVEN, calibrate
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    retrieval.clear_cache()
-    yield
-    retrieval.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_retrieval_cache")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from django.db import connections
 
 from endpoints.embeddings import for_retrieval
-from knowledge import lexical, retrieval
+from knowledge import lexical
 from knowledge.query import QueryInputs
 from knowledge.retrieval import beside, retrieve
 from knowledge.retrieval.library import library_for
@@ -17,11 +17,7 @@ from tests.knowledge.lore import SCENE, WESTHAVEN, calibrate
 OVERLAP_WAIT = 10
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    retrieval.clear_cache()
-    yield
-    retrieval.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_retrieval_cache")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from endpoints import localembed
-from knowledge import retrieval
 
 HERE = Path(__file__).parent
 
@@ -31,10 +30,8 @@ def worker_process(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
-    retrieval.clear_cache()
-    yield
-    retrieval.clear_cache()
+def fresh_cache(fresh_retrieval_cache):
+    """Every local-embedding test starts and ends with no cached library."""
 
 
 @pytest.fixture

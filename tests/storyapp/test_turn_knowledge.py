@@ -5,7 +5,6 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from knowledge import retrieval
 from knowledge import services as knowledge_services
 from storyapp import prompting, services
 from storyapp.models import Action
@@ -13,11 +12,7 @@ from tests.factories import CampaignFactory
 from tests.knowledge.lore import HIDDEN_KEY, SCENE, WESTHAVEN, calibrate
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    retrieval.clear_cache()
-    yield
-    retrieval.clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_retrieval_cache")
 
 
 @pytest.fixture
